@@ -1,0 +1,36 @@
+// Gated full attention (Qwen3.5 self_attn, qwen35.md §2.4): q/gate interleaved per head, q/k RMSNorm,
+// partial NeoX RoPE, GQA over a KV cache, sigmoid output gate, o_proj.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "ops/linear/weight.h"
+
+namespace ember {
+
+struct GatedAttentionWeights {
+    Weight q_proj;               // [n_heads * 2 * head_dim, hidden]  per head: [query(head_dim) | gate(head_dim)]
+    Weight k_proj, v_proj;       // [n_kv * head_dim, hidden]
+    Weight o_proj;               // [hidden, n_heads * head_dim]
+    std::vector<float> q_norm;   // [head_dim]  (1 + w) already folded in
+    std::vector<float> k_norm;   // [head_dim]
+};
+
+struct AttentionShape {
+    int64_t hidden, n_heads, n_kv, head_dim, rot_dim;
+    float rope_theta, eps;
+};
+
+// K and V for one attention layer: [n_kv, capacity, head_dim] fp32 each; grows by doubling.
+struct KVCache {
+    int64_t n_kv = 0, head_dim = 0, capacity = 0;
+    std::vector<float> k, v;
+    void ensure(int64_t n_tokens);  // capacity ≥ n_tokens, keeping the contents
+    int64_t bytes() const { return static_cast<int64_t>((k.size() + v.size()) * sizeof(float)); }
+};
+
+// x [n, hidden] (normed layer input) for positions pos0..pos0+n−1 → out [n, hidden]; appends to cache.
+void gated_attention(const GatedAttentionWeights& w, const AttentionShape& s, KVCache& cache, int64_t pos0,
+                     const float* x, int64_t n, float* out);
+
+}  // namespace ember

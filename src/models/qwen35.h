@@ -1,0 +1,59 @@
+// Qwen3.5 dense hybrid model (Gated DeltaNet + gated full attention), qwen35.md.
+#pragma once
+#include <memory>
+#include <vector>
+
+#include "layers/gated_attention.h"
+#include "layers/gated_delta_net.h"
+#include "layers/swiglu_mlp.h"
+#include "models/checkpoint.h"
+#include "models/model.h"
+#include "models/qwen35_config.h"
+
+namespace ember {
+
+struct Qwen35Layer {
+    LayerType type;
+    std::vector<float> input_norm;  // [hidden] (1 + w) folded in
+    std::vector<float> post_norm;   // [hidden]
+    GatedAttentionWeights attn;     // FULL_ATTENTION layers
+    GatedDeltaNetWeights gdn;       // LINEAR_ATTENTION layers
+    SwiGluWeights mlp;
+};
+
+struct Qwen35Weights {
+    Weight embed;                   // [vocab, hidden]
+    Weight lm_head;                 // [vocab, hidden] (== embed when tied)
+    std::vector<float> final_norm;  // [hidden]
+    std::vector<Qwen35Layer> layers;
+};
+
+struct Qwen35State : ModelState {
+    std::vector<KVCache> kv;             // one per full-attention layer (indexed by layer)
+    std::vector<DeltaNetState> gdn;      // one per linear-attention layer (indexed by layer)
+};
+
+class Qwen35 : public CausalLM {
+public:
+    static Expected<std::unique_ptr<CausalLM>> load(const std::string& dir, const nlohmann::json& config);
+    static Expected<std::unique_ptr<CausalLM>> synthetic(const std::string& preset, uint64_t seed);
+
+    const ModelInfo& info() const override { return info_; }
+    std::unique_ptr<ModelState> new_state() const override;
+    Status forward(ModelState& state, const int32_t* tokens, int64_t n, float* logits,
+                   bool all_logits) const override;
+
+private:
+    void layer(int l, Qwen35State& st, float* x, int64_t n) const;
+    void finish_info(const std::string& source, const std::string& format);
+
+    Qwen35Config cfg_;
+    Qwen35Weights w_;
+    AttentionShape attn_shape_{};
+    DeltaNetShape gdn_shape_{};
+    ModelInfo info_;
+    std::shared_ptr<Checkpoint> ckpt_;                    // keeps the mapped files alive
+    std::vector<std::unique_ptr<uint8_t[]>> owned_;       // synthetic weights
+};
+
+}  // namespace ember

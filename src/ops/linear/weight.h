@@ -1,0 +1,41 @@
+// Weight: a 2-D matrix W [rows = out_features, cols = in_features] exactly as the checkpoint stores it
+// (dense F32/F16/BF16, or MLX affine-quantized), usually pointing into an mmap'ed file. Never expanded.
+#pragma once
+#include <cstdint>
+
+#include "core/dtype.h"
+
+namespace ember {
+
+enum class WeightFormat : uint8_t {
+    DENSE,   // data: dtype [rows, cols], row-major
+    AFFINE,  // MLX affine: data uint32 [rows, cols*bits/32], element c of row r occupies bits
+             // [c*bits, (c+1)*bits) of the row's little-endian bit stream; w = scale*q + bias per group
+};
+
+struct Weight {
+    WeightFormat format = WeightFormat::DENSE;
+    DType dtype = DType::F32;          // DENSE: element type (F32, F16, BF16)
+    int64_t rows = 0, cols = 0;
+    const void* data = nullptr;
+    int bits = 0, group_size = 0;      // AFFINE: bits in {2,3,4,5,6,8}, group_size in {32,64,128}
+    const void* scales = nullptr;      // AFFINE: sb_dtype [rows, cols/group_size]
+    const void* biases = nullptr;      // AFFINE: sb_dtype [rows, cols/group_size]
+    DType sb_dtype = DType::BF16;      // F32, F16 or BF16
+
+    bool empty() const { return data == nullptr; }
+    bool is_quantized() const { return format == WeightFormat::AFFINE; }
+    // Bytes of one packed row (AFFINE) or one dense row.
+    int64_t row_bytes() const {
+        return format == WeightFormat::AFFINE ? cols * bits / 8 : cols * static_cast<int64_t>(dtype_size(dtype));
+    }
+    // Bytes read to use the whole matrix once (weights + scales + biases).
+    int64_t total_bytes() const {
+        int64_t b = rows * row_bytes();
+        if (format == WeightFormat::AFFINE)
+            b += 2 * rows * (cols / group_size) * static_cast<int64_t>(dtype_size(sb_dtype));
+        return b;
+    }
+};
+
+}  // namespace ember

@@ -1,0 +1,78 @@
+// Session implementation.
+#include "runtime/session.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+
+namespace ember {
+
+namespace {
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+}  // namespace
+
+Expected<std::vector<float>> Session::prefill(const std::vector<int32_t>& tokens, bool all_logits, int64_t batch) {
+    EMBER_REQUIRE(!tokens.empty(), "prefill: no tokens");
+    const int64_t V = model_.info().vocab_size, n = static_cast<int64_t>(tokens.size());
+    batch = std::max<int64_t>(1, batch);
+    std::vector<float> out(static_cast<size_t>((all_logits ? n : 1) * V));
+    std::vector<float> chunk_logits;
+    for (int64_t b = 0; b < n; b += batch) {
+        int64_t m = std::min(batch, n - b);
+        bool last = b + m == n;
+        float* dst;
+        if (all_logits) dst = &out[b * V];
+        else if (last) dst = out.data();
+        else { chunk_logits.resize(V); dst = chunk_logits.data(); }
+        EMBER_TRY(model_.forward(*state_, &tokens[b], m, dst, all_logits));
+        tokens_.insert(tokens_.end(), tokens.begin() + b, tokens.begin() + b + m);
+    }
+    return out;
+}
+
+Expected<std::vector<float>> Session::decode(int32_t token) {
+    std::vector<float> out(static_cast<size_t>(model_.info().vocab_size));
+    EMBER_TRY(model_.forward(*state_, &token, 1, out.data(), false));
+    tokens_.push_back(token);
+    return out;
+}
+
+Expected<GenerateStats> Session::generate(const std::vector<int32_t>& prompt, int64_t max_new,
+                                          const SamplingParams& sp, const std::vector<int32_t>& stop_ids,
+                                          const std::function<bool(int32_t)>& on_token) {
+    GenerateStats st;
+    st.prompt_tokens = static_cast<int64_t>(prompt.size());
+    auto t0 = std::chrono::steady_clock::now();
+    EMBER_ASSIGN(std::vector<float> logits, prefill(prompt));
+    st.prefill_s = seconds_since(t0);
+    Sampler sampler(sp);
+    const int64_t V = model_.info().vocab_size;
+    auto t1 = std::chrono::steady_clock::now();
+    for (int64_t i = 0; i < max_new; ++i) {
+        int32_t id = sampler.sample(logits.data(), V, tokens_);
+        st.generated_tokens++;
+        bool stop = std::find(stop_ids.begin(), stop_ids.end(), id) != stop_ids.end();
+        if (stop) { st.stopped_by_eos = true; break; }
+        if (on_token && !on_token(id)) break;
+        if (i + 1 == max_new) break;
+        EMBER_ASSIGN(logits, decode(id));
+        st.decode_steps++;
+    }
+    st.decode_s = seconds_since(t1);
+    return st;
+}
+
+int64_t peak_rss_bytes() {
+    FILE* f = std::fopen("/proc/self/status", "r");
+    if (!f) return 0;
+    char line[256];
+    int64_t kb = 0;
+    while (std::fgets(line, sizeof line, f))
+        if (!std::strncmp(line, "VmHWM:", 6)) { kb = std::atoll(line + 6); break; }
+    std::fclose(f);
+    return kb * 1024;
+}
+
+}  // namespace ember

@@ -1,0 +1,50 @@
+// Session: one sequence being processed by a model — its state, its tokens, prefill and decode steps,
+// and the generation loop (sampling, stop tokens, streaming callback, timing).
+#pragma once
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "models/model.h"
+#include "ops/sampling/sampling.h"
+
+namespace ember {
+
+struct GenerateStats {
+    int64_t prompt_tokens = 0, generated_tokens = 0, decode_steps = 0;  // decode_steps: forwards of 1 token
+    double prefill_s = 0, decode_s = 0;
+    bool stopped_by_eos = false;
+};
+
+class Session {
+public:
+    explicit Session(const CausalLM& model) : model_(model), state_(model.new_state()) {}
+
+    // Feeds tokens in chunks of at most `batch` (one forward per chunk). Returns last-position logits,
+    // or every position's logits ([n, vocab]) when all_logits.
+    Expected<std::vector<float>> prefill(const std::vector<int32_t>& tokens, bool all_logits = false,
+                                         int64_t batch = 512);
+    // One token through the decode path (n = 1). Returns its logits [vocab].
+    Expected<std::vector<float>> decode(int32_t token);
+
+    // Prefill the prompt, then sample up to max_new tokens; on_token(id) is called for each new token
+    // (return false to stop). Stops on any id in stop_ids.
+    Expected<GenerateStats> generate(const std::vector<int32_t>& prompt, int64_t max_new, const SamplingParams& sp,
+                                     const std::vector<int32_t>& stop_ids,
+                                     const std::function<bool(int32_t)>& on_token);
+
+    int64_t pos() const { return state_->pos; }
+    const std::vector<int32_t>& tokens() const { return tokens_; }
+    void reset() { state_ = model_.new_state(); tokens_.clear(); }
+
+private:
+    const CausalLM& model_;
+    std::unique_ptr<ModelState> state_;
+    std::vector<int32_t> tokens_;
+};
+
+// Peak resident memory of this process in bytes (from /proc/self/status VmHWM).
+int64_t peak_rss_bytes();
+
+}  // namespace ember

@@ -1,0 +1,105 @@
+// `ember generate`: prompt → streamed text (or ids for tokenizer-less synthetic models) → one stats line.
+#include <cstdio>
+#include <algorithm>
+#include <filesystem>
+
+#include "args.h"
+#include "commands.h"
+#include "common.h"
+#include "core/parallel.h"
+#include "runtime/session.h"
+#include "tokenizer/tokenizer.h"
+
+namespace ember::cli {
+
+namespace {
+void usage() {
+    std::printf(
+        "usage: ember generate (-m MODEL | --synthetic NAME) (-p PROMPT | --tokens IDS | --prompt-len N) [options]\n"
+        "  -n N              tokens to generate (default 128)\n"
+        "  --temp T          temperature (default 0 = greedy)\n"
+        "  --top-k K --top-p P --min-p P\n"
+        "  --repeat-penalty R --presence-penalty P --frequency-penalty F\n"
+        "  --seed S          sampling seed (same seed, same tokens)\n"
+        "  --chat            wrap the prompt in Qwen's ChatML template (--no-think adds an empty think block)\n"
+        "  --ignore-eos      do not stop at end-of-sequence tokens\n"
+        "  --threads N       CPU threads\n"
+        "A model without tokenizer.json (or --synthetic) takes --tokens 1,2,3 or --prompt-len N and prints ids.\n");
+}
+}  // namespace
+
+int cmd_generate(int argc, char** argv) {
+    Args a(argc, argv);
+    if (a.flag({"--help", "-h"})) { usage(); return 0; }
+    std::string model = a.str({"-m", "--model"}), synth = a.str({"--synthetic"}), prompt = a.str({"-p", "--prompt"}),
+                toks = a.str({"--tokens"}), device = a.str({"--device"}, "cpu");
+    long n = a.integer({"-n", "--n-predict"}, 128), plen = a.integer({"--prompt-len"}, 0);
+    SamplingParams sp;
+    sp.temperature = static_cast<float>(a.real({"--temp", "--temperature"}, 0.0));
+    sp.top_k = static_cast<int>(a.integer({"--top-k"}, 0));
+    sp.top_p = static_cast<float>(a.real({"--top-p"}, 1.0));
+    sp.min_p = static_cast<float>(a.real({"--min-p"}, 0.0));
+    sp.repetition_penalty = static_cast<float>(a.real({"--repeat-penalty"}, 1.0));
+    sp.presence_penalty = static_cast<float>(a.real({"--presence-penalty"}, 0.0));
+    sp.frequency_penalty = static_cast<float>(a.real({"--frequency-penalty"}, 0.0));
+    sp.seed = static_cast<uint64_t>(a.integer({"--seed"}, 0));
+    bool chat = a.flag({"--chat"}), no_think = a.flag({"--no-think"}), ignore_eos = a.flag({"--ignore-eos"});
+    long threads = a.integer({"--threads", "-t"}, 0);
+    if (!a.error().empty()) return fail("generate", a.error());
+    if (device != "cpu") return fail("generate", "device '" + device + "' is not available (this build has: cpu)");
+    if (n < 0) return fail("generate", "-n must be ≥ 0");
+    if (threads > 0) set_num_threads(static_cast<int>(threads));
+    if ((!prompt.empty()) + (!toks.empty()) + (plen > 0) != 1)
+        return fail("generate", "give exactly one of -p PROMPT, --tokens IDS, --prompt-len N");
+
+    auto m = open_model(model, synth);
+    if (!m) return fail("generate", m.message());
+    const CausalLM& lm = **m;
+
+    std::unique_ptr<Tokenizer> tok;
+    if (!model.empty() && std::filesystem::exists(std::filesystem::path(model) / "tokenizer.json")) {
+        auto t = Tokenizer::load(model);
+        if (!t) return fail("generate", t.message());
+        tok = std::make_unique<Tokenizer>(std::move(t.value()));
+    }
+    std::vector<int32_t> ids;
+    if (!prompt.empty()) {
+        if (!tok) return fail("generate", "this model has no tokenizer.json: use --tokens or --prompt-len");
+        std::string text = chat ? apply_chatml({{"user", prompt}}, true, !no_think) : prompt;
+        ids = tok->encode(text);
+    } else if (!toks.empty()) {
+        auto r = parse_token_list(toks);
+        if (!r) return fail("generate", r.message());
+        ids = r.value();
+    } else {
+        for (long i = 0; i < plen; ++i) ids.push_back(static_cast<int32_t>((i * 7919 + 13) % lm.info().vocab_size));
+    }
+    if (ids.empty()) return fail("generate", "the prompt encodes to no tokens");
+
+    std::vector<int32_t> stop;
+    if (tok && !ignore_eos) stop = tok->eos_ids();
+    std::unique_ptr<StreamDecoder> dec;
+    if (tok) dec = std::make_unique<StreamDecoder>(*tok);
+    if (tok) { std::fputs(prompt.c_str(), stdout); std::fflush(stdout); }
+    bool first = true;
+    Session s(lm);
+    auto st = s.generate(ids, n, sp, stop, [&](int32_t id) {
+        if (dec) std::fputs(dec->push(id).c_str(), stdout);
+        else std::printf("%s%d", first ? "" : ",", id);
+        first = false;
+        std::fflush(stdout);
+        return true;
+    });
+    if (dec) std::fputs(dec->flush().c_str(), stdout);
+    std::printf("\n");
+    if (!st) return fail("generate", st.message());
+    const GenerateStats& g = st.value();
+    std::fprintf(stderr,
+                 "[prompt: %lld tokens, %.2f tok/s | generated: %lld tokens, %.2f tok/s | peak memory %s | %d threads]\n",
+                 (long long)g.prompt_tokens, g.prompt_tokens / std::max(g.prefill_s, 1e-9),
+                 (long long)g.generated_tokens, g.decode_steps / std::max(g.decode_s, 1e-9),
+                 human_bytes(static_cast<double>(peak_rss_bytes())).c_str(), num_threads());
+    return 0;
+}
+
+}  // namespace ember::cli

@@ -1,0 +1,54 @@
+// `ember logits`: the verification contract of verification.md — raw float32 logits [n_tokens, vocab].
+#include <cstdio>
+
+#include "args.h"
+#include "commands.h"
+#include "common.h"
+#include "runtime/session.h"
+
+namespace ember::cli {
+
+int cmd_logits(int argc, char** argv) {
+    Args a(argc, argv);
+    if (a.flag({"--help", "-h"})) {
+        std::printf("usage: ember logits -m MODEL --tokens 1,2,3 --out FILE [--decode-from K] [--device cpu]\n"
+                    "  writes little-endian float32 logits [n_tokens, vocab], one row per input position.\n"
+                    "  --decode-from K: prefill tokens [0,K) in one batch, then feed the rest one at a time.\n");
+        return 0;
+    }
+    std::string model = a.str({"-m", "--model"}), synth = a.str({"--synthetic"}), toks = a.str({"--tokens"}),
+                out = a.str({"--out", "-o"}), device = a.str({"--device"}, "cpu");
+    long decode_from = a.integer({"--decode-from"}, -1);
+    if (!a.error().empty()) return fail("logits", a.error());
+    if (toks.empty() || out.empty()) return fail("logits", "--tokens and --out are required");
+    if (device != "cpu") return fail("logits", "device '" + device + "' is not available (this build has: cpu)");
+    auto ids = parse_token_list(toks);
+    if (!ids) return fail("logits", ids.message());
+    const int64_t n = static_cast<int64_t>(ids->size());
+    if (decode_from != -1 && (decode_from < 0 || decode_from > n))
+        return fail("logits", strfmt("--decode-from %ld is outside [0, %lld]", decode_from, (long long)n));
+    auto m = open_model(model, synth);
+    if (!m) return fail("logits", m.message());
+    const int64_t V = (*m)->info().vocab_size;
+    Session s(**m);
+    std::vector<float> logits;
+    logits.reserve(static_cast<size_t>(n * V));
+    int64_t k = decode_from < 0 ? n : decode_from;
+    if (k > 0) {
+        auto r = s.prefill(std::vector<int32_t>(ids->begin(), ids->begin() + k), /*all_logits=*/true, /*batch=*/k);
+        if (!r) return fail("logits", r.message());
+        logits = std::move(r.value());
+    }
+    for (int64_t t = k; t < n; ++t) {
+        auto r = s.decode((*ids)[t]);
+        if (!r) return fail("logits", r.message());
+        logits.insert(logits.end(), r->begin(), r->end());
+    }
+    FILE* f = std::fopen(out.c_str(), "wb");
+    if (!f) return fail("logits", "cannot open " + out + " for writing");
+    size_t w = std::fwrite(logits.data(), sizeof(float), logits.size(), f);
+    if (std::fclose(f) != 0 || w != logits.size()) return fail("logits", "write to " + out + " failed");
+    return 0;
+}
+
+}  // namespace ember::cli
