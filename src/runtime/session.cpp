@@ -2,6 +2,7 @@
 #include "runtime/session.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 
@@ -51,6 +52,9 @@ Expected<GenerateStats> Session::generate(const std::vector<int32_t>& prompt, in
     const int64_t V = model_.info().vocab_size;
     auto t1 = std::chrono::steady_clock::now();
     for (int64_t i = 0; i < max_new; ++i) {
+        for (int64_t j = 0; j < V; ++j)  // the sampler treats NaN as a bug; here it is bad weights or input
+            EMBER_REQUIRE(!std::isnan(logits[j]), "the model produced NaN logits at position %lld (broken weights?)",
+                          (long long)pos());
         int32_t id = sampler.sample(logits.data(), V, tokens_);
         st.generated_tokens++;
         bool stop = std::find(stop_ids.begin(), stop_ids.end(), id) != stop_ids.end();
