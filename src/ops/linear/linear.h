@@ -1,0 +1,24 @@
+// ops/linear/linear.h: y = x · Wᵀ for a dense or MLX-affine Weight (CPU), its fp64 reference, and row gather.
+//
+//   y[t, r] = Σ_c W[r, c] · x[t, c]        t < n, r < W.rows, c < W.cols
+//   x: [n, cols] f32 row-major,  y: [n, rows] f32 row-major,  W: see ops/linear/weight.h.
+//   AFFINE: W[r, c] = s·q + b per group (quant/affine.h); computed per group as s·Σ q·x + b·Σ x.
+//
+// linear(): fp32 accumulation, AVX2+FMA kernels (dense F32/F16/BF16, affine bits 2/4/8) when the CPU has
+// them, a portable path otherwise (and for affine bits 3/5/6). Threads over rows; for n > 1 tokens are
+// processed in tiles so each weight group is decoded once per tile. The whole matrix is never expanded.
+// Results are bitwise independent of the thread count and of n: row t of linear(x, n) equals
+// linear(x + t·cols, 1) exactly (same per-(row, token) operation order in every tile shape).
+// linear_ref(): the definition, one row at a time in fp64. Reference for tests.
+#pragma once
+#include <cstdint>
+
+#include "ops/linear/weight.h"
+
+namespace ember {
+
+void linear(const Weight& W, const float* x, int64_t n, float* y);      // fast: SIMD + threads
+void linear_ref(const Weight& W, const float* x, int64_t n, float* y);  // scalar, fp64 accumulate
+void weight_row(const Weight& W, int64_t r, float* out);               // row r as f32 (embedding gather)
+
+}  // namespace ember

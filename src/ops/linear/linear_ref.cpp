@@ -1,0 +1,47 @@
+// ops/linear/linear_ref.cpp: reference y = x · Wᵀ (one row of W decoded at a time, fp64 accumulation),
+// and weight_row (row gather as f32).
+#include <vector>
+
+#include "core/check.h"
+#include "ops/linear/linear.h"
+#include "quant/affine.h"
+
+namespace ember {
+
+void weight_row(const Weight& W, int64_t r, float* out) {
+    EMBER_CHECK(!W.empty() && r >= 0 && r < W.rows, "weight_row: row %lld of %lld", static_cast<long long>(r),
+                static_cast<long long>(W.rows));
+    if (W.format == WeightFormat::AFFINE) {
+        affine_dequantize_row(W, r, out);
+        return;
+    }
+    EMBER_CHECK(dtype_is_float(W.dtype), "weight_row: dense dtype %s", dtype_name(W.dtype));
+    for (int64_t c = 0; c < W.cols; ++c) out[c] = load_float(W.data, W.dtype, static_cast<size_t>(r * W.cols + c));
+}
+
+void linear_ref(const Weight& W, const float* x, int64_t n, float* y) {
+    EMBER_CHECK(!W.empty(), "linear_ref: empty weight");
+    const int64_t K = W.cols;
+    std::vector<double> w(static_cast<size_t>(K));
+    for (int64_t r = 0; r < W.rows; ++r) {
+        if (W.format == WeightFormat::AFFINE) {  // w = s·q + b, exact in fp64
+            EMBER_CHECK(affine_params_valid(W.bits, W.group_size) && K % W.group_size == 0, "linear_ref: bad affine");
+            const int64_t ng = K / W.group_size;
+            const uint32_t* row = static_cast<const uint32_t*>(W.data) + r * affine_row_words(K, W.bits);
+            for (int64_t g = 0; g < ng; ++g) {
+                const double s = load_float(W.scales, W.sb_dtype, static_cast<size_t>(r * ng + g));
+                const double b = load_float(W.biases, W.sb_dtype, static_cast<size_t>(r * ng + g));
+                for (int64_t c = g * W.group_size; c < (g + 1) * W.group_size; ++c) w[c] = s * affine_get(row, c, W.bits) + b;
+            }
+        } else {
+            for (int64_t c = 0; c < K; ++c) w[c] = load_float(W.data, W.dtype, static_cast<size_t>(r * K + c));
+        }
+        for (int64_t t = 0; t < n; ++t) {
+            double acc = 0.0;
+            for (int64_t c = 0; c < K; ++c) acc += w[c] * static_cast<double>(x[t * K + c]);
+            y[t * W.rows + r] = static_cast<float>(acc);
+        }
+    }
+}
+
+}  // namespace ember
