@@ -43,6 +43,11 @@ public:
     Status forward(ModelState& state, const int32_t* tokens, int64_t n, float* logits,
                    bool all_logits) const override;
 
+    const Qwen35Config& config() const { return cfg_; }
+    const Qwen35Weights& weights() const { return w_; }
+    const AttentionShape& attention_shape() const { return attn_shape_; }
+    const DeltaNetShape& delta_net_shape() const { return gdn_shape_; }
+
 private:
     void layer(int l, Qwen35State& st, float* x, int64_t n) const;
     void finish_info(const std::string& source, const std::string& format);

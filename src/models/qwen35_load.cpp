@@ -56,8 +56,7 @@ Expected<std::unique_ptr<CausalLM>> Qwen35::load(const std::string& dir, const n
     }
     EMBER_ASSIGN(w.final_norm, ck.vec("model.norm.weight", H, off));
     const int64_t nh = c.num_attention_heads, nkv = c.num_key_value_heads, hd = c.head_dim;
-    const int64_t nk = c.linear_num_key_heads, nv = c.linear_num_value_heads, dk = c.linear_key_head_dim,
-                  dv = c.linear_value_head_dim, K = c.linear_conv_kernel_dim;
+    const int64_t nv = c.linear_num_value_heads, dv = c.linear_value_head_dim, K = c.linear_conv_kernel_dim;
     for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
         Qwen35Layer L;
         L.type = c.layer_types[l];

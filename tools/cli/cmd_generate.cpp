@@ -24,6 +24,8 @@ void usage() {
         "  --chat            wrap the prompt in Qwen's ChatML template (--no-think adds an empty think block)\n"
         "  --ignore-eos      do not stop at end-of-sequence tokens\n"
         "  --threads N       CPU threads\n"
+        "  --device D        auto (default: cuda when built with CUDA and a GPU is present), cpu or cuda\n"
+        "  -c, --ctx-size N  context capacity of the GPU KV cache (default 4096)\n"
         "A model without tokenizer.json (or --synthetic) takes --tokens 1,2,3 or --prompt-len N and prints ids.\n");
 }
 }  // namespace
@@ -32,7 +34,7 @@ int cmd_generate(int argc, char** argv) {
     Args a(argc, argv);
     if (a.flag({"--help", "-h"})) { usage(); return 0; }
     std::string model = a.str({"-m", "--model"}), synth = a.str({"--synthetic"}), prompt = a.str({"-p", "--prompt"}),
-                toks = a.str({"--tokens"}), device = a.str({"--device"}, "cpu");
+                toks = a.str({"--tokens"}), device = a.str({"--device"}, "auto");
     long n = a.integer({"-n", "--n-predict"}, 128), plen = a.integer({"--prompt-len"}, 0);
     SamplingParams sp;
     sp.temperature = static_cast<float>(a.real({"--temp", "--temperature"}, 0.0));
@@ -45,14 +47,14 @@ int cmd_generate(int argc, char** argv) {
     sp.seed = static_cast<uint64_t>(a.integer({"--seed"}, 0));
     bool chat = a.flag({"--chat"}), no_think = a.flag({"--no-think"}), ignore_eos = a.flag({"--ignore-eos"});
     long threads = a.integer({"--threads", "-t"}, 0);
+    long ctx = a.integer({"--ctx-size", "-c"}, 4096);
     if (!a.error().empty()) return fail("generate", a.error());
-    if (device != "cpu") return fail("generate", "device '" + device + "' is not available (this build has: cpu)");
     if (n < 0) return fail("generate", "-n must be ≥ 0");
     if (threads > 0) set_num_threads(static_cast<int>(threads));
     if ((!prompt.empty()) + (!toks.empty()) + (plen > 0) != 1)
         return fail("generate", "give exactly one of -p PROMPT, --tokens IDS, --prompt-len N");
 
-    auto m = open_model(model, synth);
+    auto m = open_model(model, synth, device, ctx);
     if (!m) return fail("generate", m.message());
     const CausalLM& lm = **m;
 

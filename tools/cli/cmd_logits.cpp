@@ -11,23 +11,23 @@ namespace ember::cli {
 int cmd_logits(int argc, char** argv) {
     Args a(argc, argv);
     if (a.flag({"--help", "-h"})) {
-        std::printf("usage: ember logits -m MODEL --tokens 1,2,3 --out FILE [--decode-from K] [--device cpu]\n"
+        std::printf("usage: ember logits -m MODEL --tokens 1,2,3 --out FILE [--decode-from K] [--device auto|cpu|cuda] [-c CTX]\n"
                     "  writes little-endian float32 logits [n_tokens, vocab], one row per input position.\n"
                     "  --decode-from K: prefill tokens [0,K) in one batch, then feed the rest one at a time.\n");
         return 0;
     }
     std::string model = a.str({"-m", "--model"}), synth = a.str({"--synthetic"}), toks = a.str({"--tokens"}),
-                out = a.str({"--out", "-o"}), device = a.str({"--device"}, "cpu");
+                out = a.str({"--out", "-o"}), device = a.str({"--device"}, "auto");
     long decode_from = a.integer({"--decode-from"}, -1);
+    long ctx = a.integer({"--ctx-size", "-c"}, 4096);
     if (!a.error().empty()) return fail("logits", a.error());
     if (toks.empty() || out.empty()) return fail("logits", "--tokens and --out are required");
-    if (device != "cpu") return fail("logits", "device '" + device + "' is not available (this build has: cpu)");
     auto ids = parse_token_list(toks);
     if (!ids) return fail("logits", ids.message());
     const int64_t n = static_cast<int64_t>(ids->size());
     if (decode_from != -1 && (decode_from < 0 || decode_from > n))
         return fail("logits", strfmt("--decode-from %ld is outside [0, %lld]", decode_from, (long long)n));
-    auto m = open_model(model, synth);
+    auto m = open_model(model, synth, device, ctx);
     if (!m) return fail("logits", m.message());
     const int64_t V = (*m)->info().vocab_size;
     Session s(**m);
@@ -35,7 +35,7 @@ int cmd_logits(int argc, char** argv) {
     logits.reserve(static_cast<size_t>(n * V));
     int64_t k = decode_from < 0 ? n : decode_from;
     if (k > 0) {
-        auto r = s.prefill(std::vector<int32_t>(ids->begin(), ids->begin() + k), /*all_logits=*/true, /*batch=*/k);
+        auto r = s.prefill(std::vector<int32_t>(ids->begin(), ids->begin() + k), /*all_logits=*/true, /*batch=*/512);
         if (!r) return fail("logits", r.message());
         logits = std::move(r.value());
     }

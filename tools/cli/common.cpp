@@ -3,6 +3,11 @@
 
 #include <cstdlib>
 
+#ifdef EMBER_HAVE_CUDA
+#include "backend/cuda/device.h"
+#include "backend/cuda/qwen35_cuda.h"
+#endif
+
 namespace ember::cli {
 
 int fail(const char* cmd, const std::string& msg) {
@@ -10,11 +15,33 @@ int fail(const char* cmd, const std::string& msg) {
     return 1;
 }
 
-Expected<std::unique_ptr<CausalLM>> open_model(const std::string& path, const std::string& synthetic) {
+std::string resolve_device(const std::string& device) {
+    if (device != "auto") return device;
+#ifdef EMBER_HAVE_CUDA
+    if (cuda::gpu_available()) return "cuda";
+#endif
+    return "cpu";
+}
+
+Expected<std::unique_ptr<CausalLM>> open_model(const std::string& path, const std::string& synthetic,
+                                               const std::string& device, int64_t context) {
     if (!path.empty() && !synthetic.empty()) return errorf("give either -m MODEL or --synthetic NAME, not both");
-    if (!synthetic.empty()) return make_synthetic_model(synthetic);
-    if (path.empty()) return errorf("no model: give -m MODEL (a directory with config.json) or --synthetic NAME");
-    return load_model(path);
+    if (path.empty() && synthetic.empty())
+        return errorf("no model: give -m MODEL (a directory with config.json) or --synthetic NAME");
+    std::string dev = resolve_device(device);
+    if (dev != "cpu" && dev != "cuda") return errorf("unknown device '%s' (cpu, cuda or auto)", dev.c_str());
+#ifndef EMBER_HAVE_CUDA
+    if (dev == "cuda") return errorf("--device cuda: this build has no CUDA backend (configure with -DEMBER_CUDA=ON)");
+#endif
+    EMBER_ASSIGN(auto m, synthetic.empty() ? load_model(path) : make_synthetic_model(synthetic));
+#ifdef EMBER_HAVE_CUDA
+    if (dev == "cuda") {
+        cuda::CudaOptions opt;
+        opt.context = context;
+        return cuda::make_qwen35_cuda(std::move(m), opt);
+    }
+#endif
+    return m;
 }
 
 Expected<std::vector<int32_t>> parse_token_list(const std::string& s) {

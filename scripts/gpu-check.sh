@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# GPU verification and benchmarks, run on the device machine (scripts/gpu-check.sh [OUT_DIR]):
+# builds with CUDA (sm_90a), runs the GPU tests, checks `ember logits --device cuda` against the oracle
+# fixtures and against the CPU path, runs the benchmarks, and prints a short table last (full logs in OUT).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${1:-${OUT:-/tmp/ember-gpu}}
+mkdir -p "$OUT"
+summary="$OUT/summary.md"
+echo "| check | result |" > "$summary"; echo "|---|---|" >> "$summary"
+row() { echo "| $1 | $2 |" >> "$summary"; }
+commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
+row "commit / GPU" "$commit / $gpu"
+
+t0=$(date +%s)
+cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DEMBER_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90a \
+  > "$OUT/build.log" 2>&1 && cmake --build build-gpu -j16 >> "$OUT/build.log" 2>&1
+rc=$?; row "build (s)" "rc=$rc, $(( $(date +%s) - t0 )) s"
+[ $rc -ne 0 ] && { tail -40 "$OUT/build.log"; cat "$summary"; exit 1; }
+E=build-gpu/bin/ember
+
+# 1. kernel tests (GPU vs CPU references)
+timeout 300 build-gpu/test_cuda --gtest_brief=1 > "$OUT/test_cuda.log" 2>&1
+row "test_cuda" "rc=$?, $(grep -E '^\[  (PASSED|FAILED) ' "$OUT/test_cuda.log" | tr '\n' ' ')"
+grep -E "FAILED|Failure" "$OUT/test_cuda.log" | head -20
+
+# 2. oracle fixtures on the GPU, and GPU vs CPU on synthetic 2B weights
+python3 scripts/gpu_compare.py "$E" "$OUT" >> "$summary" 2> "$OUT/compare.log"
+row "gpu_compare rc" "$?"
+
+# 3. benchmarks
+if [ -x build-gpu/gemv_bench ]; then
+  timeout 240 build-gpu/gemv_bench > "$OUT/gemv_bench.md" 2>&1; row "gemv_bench" "rc=$? (gemv_bench.md)"
+fi
+if [ -f bench/peers/torch_int4.py ]; then
+  timeout 240 python3 bench/peers/torch_int4.py > "$OUT/peers.md" 2>&1; row "torch peers" "rc=$? (peers.md)"
+fi
+for m in qwen3.5-2b qwen3.5-9b qwen3.5-27b; do
+  line=$(timeout 300 $E generate --synthetic $m --device cuda --prompt-len 512 -n 128 --ignore-eos 2>&1 >/dev/null | tail -1)
+  row "generate $m pp512/tg128" "$line"
+done
+cat "$summary"

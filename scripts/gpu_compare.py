@@ -1,0 +1,79 @@
+#!/usr/bin/env python3
+"""GPU correctness checks for scripts/gpu-check.sh (numpy only): prints markdown table rows.
+
+1. `ember logits --device cuda` on every committed fixture vs the oracle logits (transformers / mlx-lm),
+   with and without --decode-from: max rel. L2 per position, max KL, top-1 agreement.
+2. GPU vs CPU on synthetic Qwen3.5-2B-shaped weights: top-1 agreement and KL over 64 positions,
+   and greedy tokens over 128 steps.
+"""
+import json, os, subprocess, sys, tempfile
+import numpy as np
+
+E, OUT = sys.argv[1], sys.argv[2]
+root = os.path.join(os.path.dirname(__file__), "..")
+fx = os.path.join(root, "tests", "fixtures", "qwen35")
+
+
+def logits(args, n):
+    with tempfile.NamedTemporaryFile(suffix=".bin") as f:
+        r = subprocess.run([E, "logits", *args, "--out", f.name], capture_output=True, text=True)
+        if r.returncode != 0:
+            raise RuntimeError(r.stderr.strip())
+        return np.fromfile(f.name, dtype=np.float32).reshape(n, -1)
+
+
+def stats(a, b):
+    rel = np.linalg.norm(a - b, axis=1) / np.linalg.norm(b, axis=1)
+    def lsm(x):
+        x = x.astype(np.float64); x = x - x.max(1, keepdims=True)
+        return x - np.log(np.exp(x).sum(1, keepdims=True))
+    pa, pb = lsm(a), lsm(b)
+    kl = (np.exp(pb) * (pb - pa)).sum(1)
+    return rel.max(), kl.max(), (a.argmax(1) == b.argmax(1)).mean()
+
+
+for case in sorted(os.listdir(fx)):
+    d = os.path.join(fx, case)
+    if not os.path.isdir(d):
+        continue
+    toks = json.load(open(os.path.join(d, "prompt.json")))["tokens"]
+    ts = ",".join(map(str, toks))
+    for ref in ("ref_logits.bin", "mlx_logits.bin"):
+        p = os.path.join(d, ref)
+        if not os.path.exists(p):
+            continue
+        want = np.fromfile(p, dtype=np.float32).reshape(len(toks), -1)
+        for extra in ([], ["--decode-from", "1"], ["--decode-from", "65"]):
+            try:
+                got = logits(["-m", d, "--device", "cuda", "--tokens", ts, *extra], len(toks))
+                r, k, t = stats(got, want)
+                ok = "ok" if (t == 1.0 and r <= 1e-3) else "FAIL"
+                print(f"| {case} {ref} {' '.join(extra) or 'prefill'} | rel L2 {r:.2e}, KL {k:.1e}, top-1 {t:.3f} {ok} |")
+            except Exception as e:  # noqa: BLE001
+                print(f"| {case} {ref} {' '.join(extra)} | ERROR {str(e)[:200]} |")
+
+# GPU vs CPU on synthetic 2B weights
+rng = np.random.default_rng(0)
+toks = rng.integers(0, 248320, 64).tolist()
+ts = ",".join(map(str, toks))
+try:
+    cpu = logits(["--synthetic", "qwen3.5-2b", "--device", "cpu", "--tokens", ts], 64)
+    gpu = logits(["--synthetic", "qwen3.5-2b", "--device", "cuda", "--tokens", ts], 64)
+    r, k, t = stats(gpu, cpu)
+    print(f"| synthetic 2B GPU vs CPU, 64 positions | rel L2 {r:.2e}, KL {k:.1e}, top-1 {t:.3f} {'ok' if t == 1 and k <= 1e-4 else 'FAIL'} |")
+    gd = logits(["--synthetic", "qwen3.5-2b", "--device", "cuda", "--tokens", ts, "--decode-from", "32"], 64)
+    r, k, t = stats(gd, cpu)
+    print(f"| synthetic 2B GPU decode-from 32 vs CPU | rel L2 {r:.2e}, KL {k:.1e}, top-1 {t:.3f} |")
+except Exception as e:  # noqa: BLE001
+    print(f"| synthetic 2B GPU vs CPU | ERROR {str(e)[:200]} |")
+try:
+    ids = {}
+    for dev in ("cpu", "cuda"):
+        r = subprocess.run([E, "generate", "--synthetic", "qwen3.5-2b", "--device", dev, "--tokens", ts[:200].rsplit(",", 1)[0],
+                            "-n", "128", "--ignore-eos"], capture_output=True, text=True)
+        ids[dev] = r.stdout.strip().split(",")
+    same = sum(1 for a, b in zip(ids["cpu"], ids["cuda"]) if a == b)
+    first_diff = next((i for i, (a, b) in enumerate(zip(ids["cpu"], ids["cuda"])) if a != b), None)
+    print(f"| synthetic 2B greedy 128 steps GPU = CPU | {same}/{len(ids['cpu'])} equal, first difference at {first_diff} |")
+except Exception as e:  # noqa: BLE001
+    print(f"| greedy GPU vs CPU | ERROR {str(e)[:200]} |")

@@ -1,0 +1,23 @@
+// Uploads host weights (mmap'ed or owned) to device memory once; the returned Weight has device pointers.
+#pragma once
+#include <vector>
+
+#include "backend/cuda/device.h"
+#include "ops/linear/weight.h"
+
+namespace ember::cuda {
+
+// Keeps every device allocation made for a model alive.
+class DeviceArena {
+public:
+    Expected<Weight> upload(const Weight& w, const char* what);
+    Expected<const float*> upload(const std::vector<float>& v, const char* what);
+    int64_t bytes() const { return bytes_; }
+
+private:
+    Expected<const void*> put(const void* src, size_t bytes, const char* what);
+    std::vector<DeviceBuffer> bufs_;
+    int64_t bytes_ = 0;
+};
+
+}  // namespace ember::cuda
