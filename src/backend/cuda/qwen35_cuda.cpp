@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "backend/cuda/cuda_check.h"
+#include "core/check.h"
 #include "backend/cuda/weight_upload.h"
 #include "models/qwen35.h"
 #include "ops/activation/activation_cuda.h"
@@ -34,7 +35,7 @@ struct CudaState : ModelState {
     std::vector<DeviceBuffer> bufs;
     std::vector<float*> K, V, conv, S;                   // per layer (null where the type does not apply)
     float *x, *xn, *y, *t0, *t1, *t2, *t3, *t4, *logits;  // activations [max_batch, ...]
-    int32_t *ids, *pos;
+    int32_t *ids, *pos_dev;  // token ids [max_batch] and the position of token 0, read by the kernels
     void *lin_ws, *att_ws;
     size_t lin_ws_bytes, att_ws_bytes;
     cudaStream_t stream = nullptr;
@@ -144,7 +145,7 @@ std::unique_ptr<ModelState> CudaQwen35::new_state() const {
     for (float** a : acts) *a = static_cast<float*>(alloc(B * W * sizeof(float), "activations"));
     s->logits = static_cast<float*>(alloc(8 * V * sizeof(float), "logits"));
     s->ids = static_cast<int32_t*>(alloc(B * sizeof(int32_t), "token ids"));
-    s->pos = static_cast<int32_t*>(alloc(sizeof(int32_t), "position"));
+    s->pos_dev = static_cast<int32_t*>(alloc(sizeof(int32_t), "position"));
     size_t lw = 0;
     for (const auto& L : layers_)
         for (const Weight* w : {&L.gate, &L.up, &L.down, &L.q, &L.k, &L.v, &L.o, &L.qkv, &L.z, &L.b, &L.a, &L.out})
@@ -178,7 +179,7 @@ void CudaQwen35::run(CudaState& s, int64_t n, bool all_rows) const {
             lin(L.q, s.xn, n, s.t0);  // [n, heads, 2, d]
             lin(L.k, s.xn, n, s.t1);  // [n, kv, d]
             lin(L.v, s.xn, n, s.t2);
-            gated_attention_core(adims_, s.t0, s.t1, s.t2, L.q_norm, L.k_norm, s.K[l], s.V[l], s.pos, n, s.t3,
+            gated_attention_core(adims_, s.t0, s.t1, s.t2, L.q_norm, L.k_norm, s.K[l], s.V[l], s.pos_dev, n, s.t3,
                                  s.att_ws, s.att_ws_bytes, st);
             lin(L.o, s.t3, n, s.y);
         } else {
@@ -216,7 +217,7 @@ Status CudaQwen35::forward(ModelState& state, const int32_t* tokens, int64_t n, 
                       (long long)t, (long long)V);
     int32_t pos = static_cast<int32_t>(s->pos);
     CUDA_CHECK(cudaMemcpyAsync(s->ids, tokens, n * sizeof(int32_t), cudaMemcpyHostToDevice, s->stream));
-    CUDA_CHECK(cudaMemcpyAsync(s->pos, &pos, sizeof(int32_t), cudaMemcpyHostToDevice, s->stream));
+    CUDA_CHECK(cudaMemcpyAsync(s->pos_dev, &pos, sizeof(int32_t), cudaMemcpyHostToDevice, s->stream));
     if (all_logits && n > 8) {
         // Logits of every row: run the stack once, then the head over chunks of 8 rows.
         // (Prefill with all rows is for verification, not speed.)

@@ -1,0 +1,72 @@
+// CUDA core of Qwen3.5 gated full attention (qwen35.md §2.4 steps 2-6, §2.5), fp32 activations and KV cache.
+// References: ops/norm/norm.h rmsnorm_ref, ops/rope/rope.h rope_neox_ref, ops/attention/attention.h
+// attention_causal_ref, ops/activation/activation.h sigmoid_mul_ref (composed as layers/gated_attention.cpp).
+//
+// For tokens t = 0..n−1 at positions p_t = pos0 + t (pos0 read from device memory), heads h < n_heads,
+// kv heads g < n_kv, R = n_heads / n_kv, g(h) = h / R (HF repeat_kv = repeat_interleave):
+//   q_h    = RoPE(RMSNorm(qg[t, h, 0, :]) · q_norm)      gate_h = qg[t, h, 1, :]     (q_proj: per head [q | gate])
+//   k_g    = RoPE(RMSNorm(k[t, g, :]) · k_norm)          K[g, p_t, :] ← k_g,  V[g, p_t, :] ← v[t, g, :]
+//   o_h    = softmax_{s ≤ p_t}(q_h · K[g(h), s, :] / √d) · V[g(h), s, :]
+//   out[t, h·d + c] = o_h[c] · sigmoid(gate_h[c])
+// RMSNorm: x / sqrt(mean(x²) + eps) · w (w holds Qwen's 1 + w). RoPE: partial NeoX on dims [0, rot_dim) with the
+// fp32 angle float(p)·inv_freq[j] and inv_freq from rope_inv_freq() (bit-identical to the CPU op); dims
+// [rot_dim, d) pass through.
+//
+// Kernels (all graph-capturable: no allocation, no sync, nothing read back to the host):
+//   1. prologue: one block per (token, head): q/k RMSNorm + RoPE; q → workspace, k/v appended to the cache.
+//   2. attention, flash-decoding style: block = (key split, kv head[, group of ≤ 8 query heads], token). All
+//      query heads of a kv head share each K/V row read. Keys in tiles of 32: scores by 8-lane groups (16-byte
+//      loads), online softmax in base 2, P·V with a float4 column and an interleaved key subset per thread
+//      (the subsets' sums are added once per split). A tile keeps 32 KB of K, then of V, in flight per block.
+//      Decode (n == 1): gated_attention_decode_splits() splits are launched (fixed at capture time); from the
+//      live length T = pos0 + 1 (device) each block derives its range: chunk = max(64, ⌈T / splits⌉ rounded up
+//      to 32), blocks past T exit at once. When one split covers T it writes the gated output directly.
+//      Prefill (n > 1): one split per token (correct, not fast: O(n·T) K/V reads, mostly from L2).
+//   3. combine (decode only, when > 1 split is live): merges (max, Σ, acc) of the splits, applies the gate.
+//
+// Measured on an H200 (AttentionCuda.Timing, graph replays of the three kernels, d = 256): decode 14-18 us up to
+// T = 4K (launch/latency bound); T = 40K: 59 us (8/2 heads, 2.8 TB/s of K+V) and 97 us (16/4, 3.4 TB/s);
+// T = 64K: 3.2 / 3.7 TB/s (copy bandwidth ≈ 4.3). Prefill n = 512: 134 us at pos0 = 0, 1.6 ms at pos0 = 4096 (8/2).
+//
+// Capacity: the caller guarantees pos0 + n ≤ capacity (check_kv_capacity() on the host before the step; the
+// cache never grows on the device). The kernels do not trust it: a token whose position is outside
+// [0, capacity) writes nothing to the cache and gets a NaN output row.
+#pragma once
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "core/status.h"
+
+namespace ember::cuda {
+
+struct GatedAttentionDims {
+    int64_t n_heads = 0, n_kv = 0;  // n_heads % n_kv == 0
+    int64_t head_dim = 0;           // 64, 128 or 256
+    int64_t rot_dim = 0;            // even, 0 < rot_dim ≤ min(head_dim, 256)
+    float rope_theta = 0.f, eps = 0.f;
+    int64_t capacity = 0;           // rows per kv head in the cache
+};
+
+// Key splits a decode step launches (a pure function of the dims: about 4 blocks per SM of an H200 at long
+// context, never more than ⌈capacity / 64⌉ or 1024).
+int64_t gated_attention_decode_splits(const GatedAttentionDims& d);
+
+// Workspace for calls with up to max_tokens tokens: q after norm/RoPE [max_tokens, n_heads, d] plus the decode
+// partials [splits, n_heads, d + 2] (fp32).
+size_t gated_attention_workspace_bytes(const GatedAttentionDims& d, int64_t max_tokens);
+
+// Host check the caller runs before a step: error unless 0 ≤ pos0 and pos0 + n ≤ capacity.
+Status check_kv_capacity(int64_t pos0, int64_t n, int64_t capacity);
+
+// qg [n, n_heads, 2, d] (q_proj output), k, v [n, n_kv, d] (k_proj / v_proj outputs), q_norm, k_norm [d],
+// K_cache, V_cache [n_kv, capacity, d], pos0_dev: device int32 position of token 0, out [n, n_heads·d] (must
+// not alias the inputs), workspace ≥ gated_attention_workspace_bytes(dims, n) bytes. qg, out, the caches and
+// the workspace must be 16-byte aligned. n ≤ 65535.
+void gated_attention_core(const GatedAttentionDims& dims, const float* qg, const float* k, const float* v,
+                          const float* q_norm, const float* k_norm, float* K_cache, float* V_cache,
+                          const int32_t* pos0_dev, int64_t n, float* out, void* workspace, size_t workspace_bytes,
+                          cudaStream_t stream);
+
+}  // namespace ember::cuda
