@@ -1,0 +1,41 @@
+// Gated DeltaNet step on the GPU (qwen35.md §2.6): conv + SiLU → L2 norms → gates → delta rule on the fp32 state →
+// gated RMSNorm, fused into one kernel launch for any T. Matches the CPU composition in layers/gated_delta_net.cpp
+// (causal_conv1d_silu, l2norm, gdn_gates, gated_delta_rule_*, rmsnorm_gated). Plain C++ header (no nvcc needed).
+#pragma once
+#include <cstdint>
+#include <cuda_runtime_api.h>
+
+#include "ops/gated_delta_rule/gated_delta_rule.h"
+
+namespace ember::cuda {
+
+struct GdnDecodeArgs {  // all device pointers, fp32, rows contiguous
+    const float* qkv;      // [T, conv_dim] in_proj_qkv output before the conv, conv_dim = 2*nk*dk + nv*dv (q | k | v)
+    const float* z;        // [T, nv*dv]
+    const float* a;        // [T, nv]
+    const float* b;        // [T, nv]
+    const float* conv_w;   // [conv_dim, K]   (w[c, K−1] multiplies the current token)
+    const float* A_log;    // [nv]
+    const float* dt_bias;  // [nv]
+    const float* norm_w;   // [dv]  gated RMSNorm weight (plain w, not 1 + w)
+    float* conv_state;     // [K−1, conv_dim] in/out, oldest row first
+    float* S;              // [nv, dk, dv] in/out (dv contiguous, HF layout)
+    float* y;              // [T, nv*dv] out: gated-RMSNormed core output (input of out_proj); must not alias inputs
+    GdnShape shape;        // nk, nv, dk, dv, key-head map
+    int K;                 // conv kernel size, 2..4
+    float eps;             // gated RMSNorm eps
+};
+
+// Advances one GDN layer by T tokens (T = 1: decode). Per token t and value head h (key head map(h)):
+//   c = silu(causal_conv(qkv)) ;  q̂ = l2norm(q_c)·dk^-0.5 ;  k̂ = l2norm(k_c)   (eps 1e-6 inside the rsqrt)
+//   g = −exp(A_log)·softplus(a + dt_bias) (threshold 20) ;  β = σ(b)
+//   S ← e^g S ;  u = Sᵀk̂ ;  δ = β(v − u) ;  S ← S + k̂ δᵀ ;  o = Sᵀq̂ ;  y = norm_w·(o / rms(o))·silu(z)
+// One kernel launch for every T (a thread-block cluster per key head; tokens are processed sequentially inside
+// it with the state tile in registers), no allocation, no host sync: capturable in a CUDA graph. Requires
+// nv % nk == 0, nv/nk ≤ 8, 2 ≤ K ≤ 4, dk ≤ 256 and a head slice that fits 256 threads × 16 rows × 4 columns
+// (checked with EMBER_CHECK; every Qwen3.5 shape qualifies: dk = dv = 128, nv/nk ≤ 4). S must be 16-byte
+// aligned for the fast path (else scalar accesses). T = 0 does nothing. Deterministic (no atomics): results do
+// not depend on timing, and a graph replay equals direct calls bit for bit. Design notes: gdn_cuda.cu.
+void gated_delta_net_step(const GdnDecodeArgs& args, int64_t T, cudaStream_t stream);
+
+}  // namespace ember::cuda
