@@ -106,7 +106,8 @@ double max_rel_err(const std::vector<float>& got, const std::vector<float>& want
     double m = 0;
     for (size_t i = 0; i < got.size(); ++i) {
         const double e = std::fabs(double(got[i]) - want[i]);
-        if (!(e <= m)) m = e;
+        if (std::isnan(e)) return e;  // a NaN anywhere fails, even if finite values follow
+        if (e > m) m = e;
     }
     return m / rms(want);
 }
