@@ -33,3 +33,12 @@ if(EMBER_TESTS)
     gtest_discover_tests(test_cuda DISCOVERY_TIMEOUT 120)
   endif()
 endif()
+
+# GPU benchmarks: each bench/gpu/<name>.cu is one executable <name> (they call the shipped kernels).
+file(GLOB gpu_benches CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/bench/gpu/*.cu)
+foreach(b ${gpu_benches})
+  get_filename_component(name ${b} NAME_WE)
+  add_executable(${name} ${b})
+  target_link_libraries(${name} PRIVATE ember_cuda)
+  target_compile_options(${name} PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:--expt-relaxed-constexpr -lineinfo>)
+endforeach()

@@ -1,0 +1,64 @@
+// ops/linear/linear_cuda.h: y = x · Wᵀ on the GPU for a dense or MLX-affine Weight (spec and fp64 reference:
+// ops/linear/linear.h, format: ops/linear/weight.h and quant/affine.h). Tests: linear_cuda_test.cpp.
+//
+//   y[t, r] = Σ_c W[r, c] · x[t, c]      t < n, r < W.rows, c < W.cols
+//   x [n, cols] f32 device, y [n, rows] f32 device, W with DEVICE data/scales/biases in the CPU layout.
+//
+// n ≤ 8 (decode, speculative verify): one GEMV launch that reads every weight byte once for all n tokens.
+//   - AFFINE 4/8-bit, group 32/64/128, bf16/f16/f32 scales (linear_gemv_affine.cu): tensor cores, persistent
+//     blocks, cp.async ring. Codes go into mma.m16n8k16 as the exact bf16 values 16 + q; x as two bf16 terms
+//     hi + lo (|x − hi − lo| ≤ 2⁻¹⁶|x|); products exact, fp32 accumulation, per group y += s·C + (b − 16·s)·Σx.
+//     Error ≤ 2⁻¹⁶·Σ|w||x| + fp32 rounding, i.e. fp32-accumulate quality. Deterministic (fixed reduction order,
+//     no atomics), n = 1..8 cost about the same.
+//   - DENSE f32/f16/bf16 and AFFINE with other bit widths / unaligned pointers (linear_gemv_simple.cu): fp32
+//     CUDA-core kernels, fp32 accumulation.
+//   No workspace, no allocation, no synchronisation, no host reads: capturable in a CUDA graph. The first call
+//   of each kernel instance sets its shared-memory limit and caches the SM count and cluster occupancy of the
+//   device current then (one device per process; first calls from several threads at once race benignly).
+// n > 8 (prefill, linear_gemm.cu): W is dequantized (or converted) to bf16 a row panel at a time into
+//   `workspace` and multiplied with x (rounded to bf16) by cuBLAS (bf16 in, fp32 accumulate, fp32 out);
+//   dense f32 weights use a plain fp32 cuBLAS GEMM. Error: bf16 rounding of w and x (≈ 2⁻⁸ relative each).
+//   cuBLAS handle: one per host thread, created lazily on the first n > 8 call on that thread (bound to the
+//   device current then) and destroyed at thread exit; its stream and workspace (carved from `workspace`)
+//   are set on every call, so the call is capturable too.
+#pragma once
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "ops/linear/weight.h"
+
+namespace ember::cuda {
+
+// y = x·Wᵀ for n tokens (n ≥ 0). Requires workspace_bytes ≥ linear_workspace_bytes(W, n) (0 for n ≤ 8).
+void linear(const Weight& W, const float* x, int64_t n, float* y, cudaStream_t stream, void* workspace,
+            size_t workspace_bytes);
+size_t linear_workspace_bytes(const Weight& W, int64_t n);
+
+// ---- The two paths, callable directly (tests, benchmarks) ----
+
+// Launch shape of the tensor-core GEMV; 0 = automatic. Tests use it to reach every code path.
+struct GemvTuning {
+    int cluster = 0;         // blocks (1..8) of a thread-block cluster that split the columns
+    int max_clusters = 0;    // cap on the persistent grid (in clusters): many row blocks per block
+    int rows_per_block = 0;  // 16 or 32
+};
+void linear_gemv(const Weight& W, const float* x, int64_t n, float* y, cudaStream_t stream,
+                 const GemvTuning& tune = {});  // 1 ≤ n ≤ 8
+void linear_gemm(const Weight& W, const float* x, int64_t n, float* y, cudaStream_t stream, void* workspace,
+                 size_t workspace_bytes);        // any n ≥ 1
+size_t linear_gemm_workspace_bytes(const Weight& W, int64_t n);
+// Which kernel linear_gemv uses for W and n, with its launch shape (for benchmark tables).
+const char* linear_gemv_describe(const Weight& W, int64_t n, char* buf, size_t buf_bytes);
+
+namespace detail {  // [LINEAR_CUDA_DETAIL] implemented in linear_gemv_affine.cu / linear_gemv_simple.cu
+// Returns false (and launches nothing) when W is not AFFINE 4/8-bit with 16-byte aligned data and x.
+// x == nullptr: only fill `describe` (kernel and launch shape), launch nothing.
+bool gemv_affine_mma(const Weight& W, const float* x, int n, float* y, cudaStream_t stream, const GemvTuning& tune,
+                     char* describe = nullptr, size_t describe_bytes = 0);
+void gemv_dense(const Weight& W, const float* x, int n, float* y, cudaStream_t stream);
+void gemv_affine_generic(const Weight& W, const float* x, int n, float* y, cudaStream_t stream);
+}  // namespace detail
+
+}  // namespace ember::cuda

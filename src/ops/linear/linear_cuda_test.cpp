@@ -1,0 +1,332 @@
+// ops/linear/linear_cuda_test.cpp: the CUDA linear (linear_cuda.h) vs the fp64 reference linear_ref on random
+// data: every format (affine 2..8-bit, groups 32/64/128, bf16/f16/f32 scales incl. negative; dense f32/f16/bf16),
+// ragged shapes, n = 1..8 (GEMV) and 9/17/64 (GEMM), forced launch shapes of the tensor-core GEMV, and the
+// n ≤ 8 path inside CUDA-graph capture. Outputs are poisoned with NaN before each call and a guard after y
+// must stay untouched.
+//
+// Error budgets, per output y[t, r], with A = Σ_c a_c·|x_c| where a_c = |s|·q + |b| (affine, the magnitudes
+// that the kernel's s·Σq·x + b·Σx actually adds) or |w_c| (dense), and Q = sqrt(Σ_c (w_c·x_c)²):
+//  - GEMV (tensor cores): x = hi + lo + e with |e| ≤ 2⁻¹⁶|x| (two round-to-nearest bf16 steps of 8-bit
+//    significands), products exact, so the result is exact for x − e: |Δ| ≤ 2⁻¹⁶·A = 1.53e-5·A. fp32
+//    accumulation adds ≤ 2⁻²⁴ per addition relative to partial sums that are ≪ A (random signs). Budget
+//    2e-5·A + 1e-6. (The fp32 CUDA-core paths are well inside the same budget.)
+//  - GEMM (bf16 cuBLAS): w and x each rounded to bf16 (|δ| ≤ 2⁻⁸ relative), so |Δ| ≤ (2⁻⁷ + 2⁻¹⁶)·Σ|w||x|
+//    deterministically; the per-product errors are independent, zero-mean, variance ≤ 2·(2⁻⁸)²/3 → σ ≤
+//    2⁻⁸·0.82·Q. Budget min(2⁻⁷·1.01·A, 6σ = 0.0192·Q) + 2⁻²⁰·A + 1e-6 (6σ: no false alarms over ~10⁶ outputs,
+//    yet a wrong group or code shifts y by ~A/sqrt(K) ≫ 0.02·Q).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/device.h"
+#include "core/check.h"
+#include "ops/linear/linear.h"
+#include "ops/linear/linear_cuda.h"
+#include "quant/affine.h"
+
+namespace ember::cuda {
+namespace {
+
+#define SKIP_WITHOUT_GPU() \
+    if (!gpu_available()) GTEST_SKIP() << "no CUDA device"
+
+struct Fmt {
+    bool affine = false;
+    DType dt = DType::F32;  // dense element type, or scale/bias type
+    int bits = 0, gs = 0;
+};
+
+std::string fmt_name(const Fmt& f) {
+    std::string s = f.affine ? "q" : "dense_";  // (+= only: GCC 12 -Wrestrict false positive on "lit" + string)
+    if (f.affine) {
+        s += std::to_string(f.bits);
+        s += "_g";
+        s += std::to_string(f.gs);
+        s += "_sb";
+    }
+    s += dtype_name(f.dt);
+    return s;
+}
+
+DeviceBuffer dalloc(size_t bytes) {
+    auto b = DeviceBuffer::alloc(bytes, "test");
+    EMBER_CHECK(b.is_ok(), "%s", b.message().c_str());
+    return std::move(b).value();
+}
+
+// A random weight with host and device copies, random x for `ntok` tokens, and the reference.
+struct Case {
+    Fmt f;
+    int64_t rows = 0, cols = 0, ntok = 0;
+    std::vector<uint32_t> packed;
+    std::vector<uint8_t> sc, bi, dense;  // raw bytes in the stored dtype
+    Weight hw, dw;                       // host / device views
+    DeviceBuffer d_data, d_sc, d_bi, d_x;
+    std::vector<float> x, ref;           // x [ntok, cols], ref [ntok, rows]
+    std::vector<double> A, Q;            // error-budget magnitudes per output
+};
+
+void fill_float(std::vector<uint8_t>& dst, DType t, size_t count, std::mt19937& rng, float sd) {
+    std::normal_distribution<float> nd(0.f, sd);
+    dst.resize(count * dtype_size(t));
+    for (size_t i = 0; i < count; ++i) store_float(dst.data(), t, i, nd(rng));
+}
+
+std::unique_ptr<Case> make_case(const Fmt& f, int64_t rows, int64_t cols, int64_t ntok, uint32_t seed) {
+    auto c = std::make_unique<Case>();
+    c->f = f, c->rows = rows, c->cols = cols, c->ntok = ntok;
+    std::mt19937 rng(seed);
+    Weight& W = c->hw;
+    W.rows = rows, W.cols = cols;
+    if (f.affine) {
+        W.format = WeightFormat::AFFINE, W.bits = f.bits, W.group_size = f.gs, W.sb_dtype = f.dt;
+        c->packed.resize(size_t(rows * affine_row_words(cols, f.bits)));
+        for (uint32_t& v : c->packed) v = rng();  // random codes, every bit pattern
+        const size_t ng = size_t(rows * (cols / f.gs));
+        fill_float(c->sc, f.dt, ng, rng, 0.05f);                                  // either sign
+        fill_float(c->bi, f.dt, ng, rng, 0.05f * float(1 << f.bits) / 2.f);
+        W.data = c->packed.data(), W.scales = c->sc.data(), W.biases = c->bi.data();
+    } else {
+        W.format = WeightFormat::DENSE, W.dtype = f.dt;
+        fill_float(c->dense, f.dt, size_t(rows * cols), rng, 1.f / std::sqrt(float(cols)));
+        W.data = c->dense.data();
+    }
+    // Device copy (16-byte aligned allocations).
+    c->dw = W;
+    auto up = [](DeviceBuffer& b, const void* src, size_t bytes) {
+        b = dalloc(bytes + 16);
+        copy_to_device(b.get(), src, bytes);
+        return b.get();
+    };
+    if (f.affine) {
+        c->dw.data = up(c->d_data, c->packed.data(), c->packed.size() * 4);
+        c->dw.scales = up(c->d_sc, c->sc.data(), c->sc.size());
+        c->dw.biases = up(c->d_bi, c->bi.data(), c->bi.size());
+    } else {
+        c->dw.data = up(c->d_data, c->dense.data(), c->dense.size());
+    }
+    std::normal_distribution<float> nd(0.f, 1.f);
+    c->x.resize(size_t(ntok * cols));
+    for (float& v : c->x) v = nd(rng);
+    up(c->d_x, c->x.data(), c->x.size() * 4);
+    // Reference and budgets.
+    c->ref.resize(size_t(ntok * rows));
+    linear_ref(W, c->x.data(), ntok, c->ref.data());
+    c->A.assign(size_t(ntok * rows), 0.0), c->Q.assign(size_t(ntok * rows), 0.0);
+    std::vector<double> w(static_cast<size_t>(cols)), a(static_cast<size_t>(cols));
+    for (int64_t r = 0; r < rows; ++r) {
+        if (f.affine) {
+            const int64_t ng = cols / f.gs;
+            const uint32_t* row = c->packed.data() + r * affine_row_words(cols, f.bits);
+            for (int64_t col = 0; col < cols; ++col) {
+                const double s = load_float(W.scales, f.dt, size_t(r * ng + col / f.gs));
+                const double b = load_float(W.biases, f.dt, size_t(r * ng + col / f.gs));
+                const int q = affine_get(row, col, f.bits);
+                w[size_t(col)] = s * q + b, a[size_t(col)] = std::fabs(s) * q + std::fabs(b);
+            }
+        } else {
+            for (int64_t col = 0; col < cols; ++col)
+                w[size_t(col)] = load_float(W.data, f.dt, size_t(r * cols + col)), a[size_t(col)] = std::fabs(w[size_t(col)]);
+        }
+        for (int64_t t = 0; t < ntok; ++t) {
+            double sa = 0, sq = 0;
+            const float* xt = c->x.data() + t * cols;
+            for (int64_t col = 0; col < cols; ++col) {
+                const double p = w[size_t(col)] * xt[col];
+                sa += a[size_t(col)] * std::fabs(xt[col]), sq += p * p;
+            }
+            c->A[size_t(t * rows + r)] = sa, c->Q[size_t(t * rows + r)] = std::sqrt(sq);
+        }
+    }
+    return c;
+}
+
+enum class Path { GEMV, GEMM };
+
+double budget(Path p, const Case& c, size_t i) {
+    if (p == Path::GEMV || (!c.f.affine && c.f.dt == DType::F32)) return 2e-5 * c.A[i] + 1e-6;
+    return std::min(0.0079 * c.A[i], 0.0192 * c.Q[i]) + 0x1p-20 * c.A[i] + 1e-6;
+}
+
+// Runs fn(y) on a NaN-poisoned y with a poisoned guard after it; compares the first n tokens with the reference.
+template <class Fn>
+void check(const Case& c, int64_t n, Path path, const std::string& what, Fn&& fn) {
+    SCOPED_TRACE(testing::Message() << fmt_name(c.f) << " rows=" << c.rows << " cols=" << c.cols << " n=" << n << " "
+                                    << what);
+    const size_t ny = size_t(n * c.rows), guard = 64;
+    DeviceBuffer dy = dalloc((ny + guard) * 4);
+    CUDA_CHECK(cudaMemset(dy.get(), 0xff, dy.bytes()));
+    fn(dy.as<float>());
+    CUDA_CHECK(cudaDeviceSynchronize());
+    std::vector<float> got(ny + guard);
+    copy_to_host(got.data(), dy.get(), got.size() * 4);
+    int bad = 0;
+    for (size_t i = 0; i < ny && bad < 5; ++i) {
+        const double err = std::fabs(double(got[i]) - double(c.ref[i]));
+        if (!(err <= budget(path, c, i))) {
+            ADD_FAILURE() << "y[" << i / size_t(c.rows) << ", " << i % size_t(c.rows) << "] = " << got[i] << ", want "
+                          << c.ref[i] << " (err " << err << ", budget " << budget(path, c, i) << ")";
+            ++bad;
+        }
+    }
+    uint32_t g;
+    for (size_t i = ny; i < ny + guard; ++i) {
+        std::memcpy(&g, &got[i], 4);
+        if (g != 0xffffffffu) {
+            ADD_FAILURE() << "write past y at " << i;
+            break;
+        }
+    }
+}
+
+std::vector<Fmt> all_formats() {
+    std::vector<Fmt> v;
+    for (int bits : {4, 8})
+        for (int gs : {32, 64, 128})
+            for (DType t : {DType::BF16, DType::F16, DType::F32}) v.push_back({true, t, bits, gs});
+    for (int bits : {2, 3, 5, 6}) v.push_back({true, DType::BF16, bits, 64});  // generic kernel
+    for (DType t : {DType::F32, DType::F16, DType::BF16}) v.push_back({false, t, 0, 0});
+    return v;
+}
+
+// Column counts: one group, three groups, 2048 + one group (ragged 64-byte chunks for small groups).
+std::vector<int64_t> col_set(const Fmt& f) {
+    const int64_t g = f.affine ? f.gs : 64;
+    return {g, 3 * g, 2048 + g};
+}
+
+void run_linear(const Case& c, int64_t n, float* y) {
+    const size_t ws_bytes = linear_workspace_bytes(c.dw, n);
+    DeviceBuffer ws = ws_bytes ? dalloc(ws_bytes) : DeviceBuffer();
+    linear(c.dw, c.d_x.as<float>(), n, y, nullptr, ws.get(), ws_bytes);
+}
+
+// The n ≤ 8 path captured in a CUDA graph (first use of these kernels happens inside the capture) gives
+// bit-for-bit the eager result.
+TEST(LinearCuda, GraphCaptureMatchesEager) {
+    SKIP_WITHOUT_GPU();
+    std::vector<std::unique_ptr<Case>> cases;
+    cases.push_back(make_case({true, DType::BF16, 4, 64}, 1000, 2112, 8, 901));
+    cases.push_back(make_case({true, DType::F16, 8, 128}, 77, 4096, 8, 902));
+    cases.push_back(make_case({false, DType::BF16, 0, 0}, 129, 512, 8, 903));
+    cases.push_back(make_case({true, DType::BF16, 3, 32}, 40, 256, 8, 904));
+    cudaStream_t st;
+    CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    for (int64_t n : {1, 4, 8}) {
+        std::vector<DeviceBuffer> yg, ye;
+        for (auto& c : cases) {
+            yg.push_back(dalloc(size_t(n * c->rows) * 4));
+            ye.push_back(dalloc(size_t(n * c->rows) * 4));
+            CUDA_CHECK(cudaMemset(yg.back().get(), 0xff, yg.back().bytes()));
+        }
+        cudaGraph_t graph;
+        CUDA_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+        for (size_t i = 0; i < cases.size(); ++i)
+            linear(cases[i]->dw, cases[i]->d_x.as<float>(), n, yg[i].as<float>(), st, nullptr, 0);
+        CUDA_CHECK(cudaStreamEndCapture(st, &graph));
+        cudaGraphExec_t exec;
+        CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+        CUDA_CHECK(cudaGraphLaunch(exec, st));
+        CUDA_CHECK(cudaGraphLaunch(exec, st));  // replays give the same result
+        for (size_t i = 0; i < cases.size(); ++i)
+            linear(cases[i]->dw, cases[i]->d_x.as<float>(), n, ye[i].as<float>(), st, nullptr, 0);
+        CUDA_CHECK(cudaStreamSynchronize(st));
+        for (size_t i = 0; i < cases.size(); ++i) {
+            SCOPED_TRACE(testing::Message() << fmt_name(cases[i]->f) << " n=" << n);
+            std::vector<float> g(size_t(n * cases[i]->rows)), e(g.size());
+            copy_to_host(g.data(), yg[i].get(), g.size() * 4);
+            copy_to_host(e.data(), ye[i].get(), e.size() * 4);
+            EXPECT_EQ(0, std::memcmp(g.data(), e.data(), g.size() * 4)) << "graph replay differs from eager";
+            check(*cases[i], n, Path::GEMV, "graph", [&](float* y) {
+                CUDA_CHECK(cudaMemcpy(y, yg[i].get(), g.size() * 4, cudaMemcpyDeviceToDevice));
+            });
+        }
+        CUDA_CHECK(cudaGraphExecDestroy(exec));
+        CUDA_CHECK(cudaGraphDestroy(graph));
+    }
+    CUDA_CHECK(cudaStreamDestroy(st));
+}
+
+// Every format, ragged rows and columns, n = 1..8 (GEMV) and n = 9, 17, 64 (GEMM).
+TEST(LinearCuda, AllFormatsMatchReference) {
+    SKIP_WITHOUT_GPU();
+    uint32_t seed = 1;
+    for (const Fmt& f : all_formats())
+        for (int64_t cols : col_set(f))
+            for (int64_t rows : {1, 7, 33, 250}) {
+                auto c = make_case(f, rows, cols, 64, seed++);
+                for (int64_t n = 1; n <= 8; ++n)
+                    check(*c, n, Path::GEMV, "linear", [&](float* y) { run_linear(*c, n, y); });
+                for (int64_t n : {9, 17, 64})
+                    check(*c, n, Path::GEMM, "linear", [&](float* y) { run_linear(*c, n, y); });
+            }
+}
+
+// Larger matrices: 4097 rows (ragged for every block height), and a long row (x staged in several slices).
+TEST(LinearCuda, LargeShapesMatchReference) {
+    SKIP_WITHOUT_GPU();
+    const Fmt fmts[] = {{true, DType::BF16, 4, 64}, {true, DType::BF16, 8, 64}, {true, DType::F16, 4, 32},
+                        {true, DType::F32, 4, 128}, {false, DType::BF16, 0, 0}};
+    uint32_t seed = 500;
+    for (const Fmt& f : fmts) {
+        auto c = make_case(f, 4097, 2048 + (f.affine ? f.gs : 64), 64, seed++);
+        for (int64_t n : {1, 3, 4, 8}) check(*c, n, Path::GEMV, "linear", [&](float* y) { run_linear(*c, n, y); });
+        for (int64_t n : {9, 64}) check(*c, n, Path::GEMM, "linear", [&](float* y) { run_linear(*c, n, y); });
+    }
+    for (const Fmt& f : {Fmt{true, DType::BF16, 4, 64}, Fmt{true, DType::BF16, 8, 32}}) {
+        auto c = make_case(f, 70, 17408, 8, seed++);
+        for (int64_t n : {1, 2, 8}) check(*c, n, Path::GEMV, "linear", [&](float* y) { run_linear(*c, n, y); });
+    }
+}
+
+// The tensor-core GEMV under forced launch shapes: cluster split of the columns (incl. ranks with no columns),
+// and a grid of 1 or 3 clusters that each loop over many row blocks (and many stages per row block).
+TEST(LinearCuda, GemvLaunchShapes) {
+    SKIP_WITHOUT_GPU();
+    const Fmt fmts[] = {{true, DType::BF16, 4, 64}, {true, DType::F16, 8, 128}, {true, DType::F32, 4, 32},
+                        {true, DType::BF16, 8, 32}, {true, DType::BF16, 4, 128}};
+    uint32_t seed = 700;
+    for (const Fmt& f : fmts)
+        for (int64_t cols : {int64_t(2048 + f.gs), int64_t(3 * f.gs)}) {
+            auto c = make_case(f, 250, cols, 8, seed++);
+            for (int rpb : {16, 32})
+            for (int ck : {1, 2, 3, 8})
+                for (int mc : {0, 1, 3})
+                    for (int64_t n : {1, 5, 8}) {
+                            const GemvTuning tune{ck, mc, rpb};
+                            char what[64];
+                            std::snprintf(what, sizeof what, "rows/block=%d ck=%d max_clusters=%d", rpb, ck, mc);
+                            check(*c, n, Path::GEMV, what,
+                                  [&](float* y) { linear_gemv(c->dw, c->d_x.as<float>(), n, y, nullptr, tune); });
+                        }
+        }
+}
+
+// The GEMM path for small n too (linear() uses it only for n > 8), and a misaligned x (scalar fallbacks).
+TEST(LinearCuda, GemmSmallNAndMisalignedX) {
+    SKIP_WITHOUT_GPU();
+    auto c = make_case({true, DType::BF16, 4, 64}, 300, 576, 8, 42);
+    for (int64_t n : {1, 8}) {
+        check(*c, n, Path::GEMM, "gemm", [&](float* y) {
+            const size_t b = linear_gemm_workspace_bytes(c->dw, n);
+            DeviceBuffer ws = dalloc(b);
+            linear_gemm(c->dw, c->d_x.as<float>(), n, y, nullptr, ws.get(), b);
+        });
+    }
+    for (const Fmt& f : {Fmt{true, DType::BF16, 4, 64}, Fmt{false, DType::F32, 0, 0}}) {
+        auto m = make_case(f, 33, 192, 3, 43);
+        DeviceBuffer xs = dalloc(m->x.size() * 4 + 16);  // x at a 4-byte (not 16-byte) offset
+        copy_to_device(xs.as<float>() + 1, m->x.data(), m->x.size() * 4);
+        check(*m, 3, Path::GEMV, "x+1", [&](float* y) { linear(m->dw, xs.as<float>() + 1, 3, y, nullptr, nullptr, 0); });
+    }
+}
+
+}  // namespace
+}  // namespace ember::cuda
