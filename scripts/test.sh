@@ -8,3 +8,12 @@ bash scripts/build.sh
 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DEMBER_ASAN=ON >/dev/null
 cmake --build build-asan -j"$(nproc)" --target test_io test_tokenizer
 for t in test_io test_tokenizer; do ./build-asan/$t --gtest_brief=1; done
+# The CUDA backend must always compile (sm_90a); its tests skip here without a GPU and run via scripts/gpu-check.sh.
+if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then
+  export PATH="$PATH:/usr/local/cuda/bin"
+  cmake -S . -B build-cuda -G Ninja -DCMAKE_BUILD_TYPE=Release -DEMBER_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90a >/dev/null
+  cmake --build build-cuda -j"$(nproc)" --target ember ember_cuda test_cuda gemv_bench
+  ./build-cuda/test_cuda --gtest_brief=1
+else
+  echo "nvcc not found: CUDA backend not compiled"
+fi
