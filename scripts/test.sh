@@ -1,19 +1,25 @@
 #!/usr/bin/env bash
-# The test command (README, CI): build, run every test with CTest, then the loader tests under ASan+UBSan.
+# The test command (README, CI): build; compile the CUDA backend (its tests skip without a GPU); run every
+# CPU test with CTest; run the loader and tokenizer tests again under ASan+UBSan; print one summary line.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/build.sh
-(cd build && ctest --output-on-failure -j"$(nproc)")
-# Loaders and parsers see untrusted input: run their tests under AddressSanitizer as well.
-cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DEMBER_ASAN=ON >/dev/null
-cmake --build build-asan -j"$(nproc)" --target test_io test_tokenizer
-for t in test_io test_tokenizer; do ./build-asan/$t --gtest_brief=1; done
+
 # The CUDA backend must always compile (sm_90a); its tests skip here without a GPU and run via scripts/gpu-check.sh.
 if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then
   export PATH="$PATH:/usr/local/cuda/bin"
   cmake -S . -B build-cuda -G Ninja -DCMAKE_BUILD_TYPE=Release -DEMBER_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90a >/dev/null
   cmake --build build-cuda -j"$(nproc)" --target ember ember_cuda test_cuda gemv_bench
-  ./build-cuda/test_cuda --gtest_brief=1
+  ./build-cuda/test_cuda --gtest_brief=1 | tail -3
 else
   echo "nvcc not found: CUDA backend not compiled"
 fi
+
+# Loaders and parsers see untrusted input: run their tests under AddressSanitizer as well.
+cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DEMBER_ASAN=ON >/dev/null
+cmake --build build-asan -j"$(nproc)" --target test_io test_tokenizer
+for t in test_io test_tokenizer; do ./build-asan/$t --gtest_brief=1; done
+
+(cd build && ctest --output-on-failure -j"$(nproc)") | tee build/ctest.log
+# ctest's closing line ("100% tests passed, 0 tests failed out of N") also as a plain count:
+awk '/tests passed, .* tests failed out of/ {f=$4; n=$NF; print "ember-tests: " n-f " passed, " f " failed"}' build/ctest.log
