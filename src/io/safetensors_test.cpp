@@ -1,6 +1,8 @@
 // safetensors reader: valid files (single, sharded) and every kind of broken file → a clear error, no crash.
 #include "io/safetensors.h"
 
+#include "core/temp_dir.h"
+
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -12,14 +14,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct TmpDir {
-    fs::path p;
-    TmpDir() {
-        p = fs::temp_directory_path() / ("ember_st_" + std::to_string(std::random_device{}()));
-        fs::create_directories(p);
-    }
-    ~TmpDir() { fs::remove_all(p); }
-};
+using TmpDir = TempDir;
 
 // Writes header JSON + `data_bytes` bytes of data; the length field may lie (declared_len ≥ 0).
 std::string write_st(const fs::path& path, const std::string& header, size_t data_bytes, int64_t declared_len = -1) {

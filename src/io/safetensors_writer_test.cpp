@@ -1,6 +1,7 @@
 // safetensors writer: round trip through the reader (dtype/shape/bytes, single and sharded), header
 // alignment, streaming in pieces and out of order, and errors (bad use, cannot create, disk full).
 #include "io/safetensors_writer.h"
+#include "core/temp_dir.h"
 
 #include <gtest/gtest.h>
 
@@ -17,14 +18,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct TmpDir {
-    fs::path p;
-    TmpDir() {
-        p = fs::temp_directory_path() / ("ember_stw_" + std::to_string(std::random_device{}()));
-        fs::create_directories(p);
-    }
-    ~TmpDir() { fs::remove_all(p); }
-};
+using TmpDir = TempDir;
 
 std::vector<uint8_t> pattern(size_t n, uint32_t seed) {
     std::vector<uint8_t> v(n);

@@ -3,6 +3,7 @@
 // with the real mlx_lm.convert output of the same fixture, loading + forward through ember, sharding, and
 // clear errors for bad inputs (leaving nothing behind).
 #include "models/convert.h"
+#include "core/temp_dir.h"
 
 #include <gtest/gtest.h>
 
@@ -29,14 +30,7 @@ using json = nlohmann::json;
 
 fs::path fixture(const char* name) { return fs::path(EMBER_SOURCE_DIR) / "tests/fixtures/qwen35" / name; }
 
-struct TmpDir {
-    fs::path p;
-    TmpDir() {
-        p = fs::temp_directory_path() / ("ember_cv_" + std::to_string(std::random_device{}()));
-        fs::create_directories(p);
-    }
-    ~TmpDir() { fs::remove_all(p); }
-};
+using TmpDir = ember::TempDir;
 
 bool ends_with(const std::string& s, const std::string& suf) {
     return s.size() >= suf.size() && s.compare(s.size() - suf.size(), suf.size(), suf) == 0;

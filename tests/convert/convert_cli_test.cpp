@@ -8,6 +8,8 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+
+#include "core/temp_dir.h"
 #include <iterator>
 #include <random>
 #include <string>
@@ -40,11 +42,7 @@ std::string slurp(const fs::path& p) {
     return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
 }
 
-struct Tmp {
-    fs::path p = fs::temp_directory_path() / ("ember_cvcli_" + std::to_string(std::random_device{}()));
-    Tmp() { fs::create_directories(p); }
-    ~Tmp() { fs::remove_all(p); }
-};
+using Tmp = ember::TempDir;
 
 struct CliRun {
     int code = -1;

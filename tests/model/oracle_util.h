@@ -13,6 +13,8 @@
 #include <fstream>
 #include <iterator>
 #include <sstream>
+
+#include "core/temp_dir.h"
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -56,27 +58,7 @@ inline std::string shell_quote(const std::string& s) {
   return q + "'";
 }
 
-// A fresh directory under the system temp dir, removed on destruction.
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "ember_oracle_XXXXXX").string();
-    std::vector<char> buf(tmpl.begin(), tmpl.end());
-    buf.push_back('\0');
-    if (!mkdtemp(buf.data())) throw std::runtime_error("mkdtemp failed for " + tmpl);
-    path_ = buf.data();
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
+using TempDir = ::ember::TempDir;  // src/core/temp_dir.h
 
 struct CmdResult {
   int exit_code = -1;  // -1: did not exit normally
