@@ -43,8 +43,11 @@ fi
 if [ -f bench/peers/torch_int4.py ] && [ -z "${EMBER_SKIP_KERNEL_BENCH:-}" ]; then
   timeout 60 python3 bench/peers/torch_int4.py --quick > "$OUT/peers.md" 2>&1; row "torch peers" "rc=$? (peers.md)"
 fi
-for m in ${EMBER_MODELS:-qwen3.5-2b qwen3.5-9b qwen3.5-27b}; do
-  line=$(timeout 120 $E generate --synthetic $m --device cuda --prompt-len 512 -n 128 --ignore-eos 2>&1 >/dev/null | tail -1)
-  row "generate $m pp512/tg128" "$line"
-done
+models=${EMBER_MODELS:-qwen3.5-2b,qwen3.5-9b,qwen3.5-27b}
+timeout 400 $E bench --synthetic "$models" --device cuda -p 512 -n 128 -r 2 > "$OUT/bench.md" 2> "$OUT/bench.err"
+row "ember bench ($models)" "rc=$? (bench.md)"
+# per-token trace of a few decode steps (kernels, GPU us, wall us)
+$E generate --synthetic qwen3.5-2b --device cuda --prompt-len 16 -n 6 --ignore-eos --trace > /dev/null 2> "$OUT/trace.txt"
+row "trace 2B (trace.txt)" "$(grep -c '^\[trace\]' "$OUT/trace.txt") steps; $(tail -1 "$OUT/trace.txt" | tr '|' '/')"
+cat "$OUT/bench.md"
 cat "$summary"

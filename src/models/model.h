@@ -3,8 +3,10 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/status.h"
+#include "ops/sampling/sampling.h"
 
 namespace ember {
 
@@ -27,6 +29,13 @@ struct ModelInfo {
     std::string details;            // multi-line description of layers/heads
 };
 
+// What the last forward / decode step of a state cost (for --trace and `ember bench`). CPU models leave it empty.
+struct StepStats {
+    int64_t kernels = 0;   // kernels the step launched (graph kernel nodes, or eager launches)
+    double gpu_us = 0;     // device time between the step's first and last kernel (events), 0 if unknown
+    bool graph = false;    // the step was one CUDA graph launch
+};
+
 class CausalLM {
 public:
     virtual ~CausalLM() = default;
@@ -36,6 +45,18 @@ public:
     // logits: [n, vocab] if all_logits, else [1, vocab] for the last token only.
     virtual Status forward(ModelState& state, const int32_t* tokens, int64_t n, float* logits,
                            bool all_logits) const = 0;
+
+    // Optional device-side decode: consume `token` (at state.pos) and select the next token on the device, so
+    // only its id crosses to the host (one host wait per token). `history` = every token of the sequence so far,
+    // ending with `token` (the penalty window). Same pipeline and semantics as Sampler (ops/sampling/sampling.h);
+    // the random stream differs from the CPU Sampler's. Models without it return false from
+    // has_device_sampler() and the runtime samples forward()'s logits on the host.
+    virtual bool has_device_sampler() const { return false; }
+    virtual Expected<int32_t> decode_sample(ModelState& state, int32_t token, const SamplingParams& sp,
+                                            const std::vector<int32_t>& history) const {
+        return errorf("decode_sample: this model has no device sampler");
+    }
+    virtual StepStats last_step_stats(const ModelState& state) const { return {}; }
 };
 
 // Loads a model from a directory (config.json + *.safetensors) — the registry picks the architecture.

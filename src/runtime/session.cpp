@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 namespace ember {
@@ -13,6 +14,16 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 }  // namespace
+
+Session::Session(const CausalLM& model) : model_(model), state_(model.new_state()) {
+    const char* e = std::getenv("EMBER_TRACE");
+    if (e && e[0] == '1')
+        trace_ = [](const TraceStep& t) {
+            std::fprintf(stderr, "[trace] step %lld token %d: %lld kernels%s, gpu %.1f us, wall %.1f us\n",
+                         (long long)t.index, t.token, (long long)t.step.kernels, t.step.graph ? " (1 graph)" : "",
+                         t.step.gpu_us, t.wall_us);
+        };
+}
 
 Expected<std::vector<float>> Session::prefill(const std::vector<int32_t>& tokens, bool all_logits, int64_t batch) {
     EMBER_REQUIRE(!tokens.empty(), "prefill: no tokens");
@@ -50,19 +61,38 @@ Expected<GenerateStats> Session::generate(const std::vector<int32_t>& prompt, in
     st.prefill_s = seconds_since(t0);
     Sampler sampler(sp);
     const int64_t V = model_.info().vocab_size;
+    const bool device = model_.has_device_sampler() && !host_sampling_;
+    st.device_sampling = device;
     auto t1 = std::chrono::steady_clock::now();
+    // The first token comes from the prefill's logits (host); then each decode step selects the next one.
+    for (int64_t j = 0; j < V; ++j)  // the sampler treats NaN as a bug; here it is bad weights or input
+        EMBER_REQUIRE(!std::isnan(logits[j]), "the model produced NaN logits at position %lld (broken weights?)",
+                      (long long)pos());
+    int32_t id = sampler.sample(logits.data(), V, tokens_);
     for (int64_t i = 0; i < max_new; ++i) {
-        for (int64_t j = 0; j < V; ++j)  // the sampler treats NaN as a bug; here it is bad weights or input
-            EMBER_REQUIRE(!std::isnan(logits[j]), "the model produced NaN logits at position %lld (broken weights?)",
-                          (long long)pos());
-        int32_t id = sampler.sample(logits.data(), V, tokens_);
         st.generated_tokens++;
         bool stop = std::find(stop_ids.begin(), stop_ids.end(), id) != stop_ids.end();
         if (stop) { st.stopped_by_eos = true; break; }
         if (on_token && !on_token(id)) break;
         if (i + 1 == max_new) break;
-        EMBER_ASSIGN(logits, decode(id));
+        auto ts = std::chrono::steady_clock::now();
+        int32_t next;
+        if (device) {
+            tokens_.push_back(id);
+            EMBER_ASSIGN(next, model_.decode_sample(*state_, id, sp, tokens_));
+        } else {
+            EMBER_ASSIGN(logits, decode(id));
+            for (int64_t j = 0; j < V; ++j)
+                EMBER_REQUIRE(!std::isnan(logits[j]), "the model produced NaN logits at position %lld (broken weights?)",
+                              (long long)pos());
+            next = sampler.sample(logits.data(), V, tokens_);
+        }
         st.decode_steps++;
+        StepStats ss = model_.last_step_stats(*state_);
+        st.decode_kernels += ss.kernels;
+        st.decode_gpu_s += ss.gpu_us * 1e-6;
+        if (trace_) trace_({st.decode_steps - 1, next, ss, seconds_since(ts) * 1e6});
+        id = next;
     }
     st.decode_s = seconds_since(t1);
     return st;

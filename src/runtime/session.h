@@ -15,11 +15,22 @@ struct GenerateStats {
     int64_t prompt_tokens = 0, generated_tokens = 0, decode_steps = 0;  // decode_steps: forwards of 1 token
     double prefill_s = 0, decode_s = 0;
     bool stopped_by_eos = false;
+    bool device_sampling = false;              // decode steps selected tokens on the device
+    int64_t decode_kernels = 0;                // Σ kernels over decode steps (StepStats)
+    double decode_gpu_s = 0;                   // Σ device time over decode steps (0 when unknown)
+};
+
+// One line per decode step for --trace / EMBER_TRACE=1.
+struct TraceStep {
+    int64_t index = 0;   // 0-based decode step
+    int32_t token = 0;   // the token this step selected
+    StepStats step;
+    double wall_us = 0;  // host wall time of the step (launch + wait + bookkeeping)
 };
 
 class Session {
 public:
-    explicit Session(const CausalLM& model) : model_(model), state_(model.new_state()) {}
+    explicit Session(const CausalLM& model);
 
     // Feeds tokens in chunks of at most `batch` (one forward per chunk). Returns last-position logits,
     // or every position's logits ([n, vocab]) when all_logits.
@@ -34,6 +45,11 @@ public:
                                      const std::vector<int32_t>& stop_ids,
                                      const std::function<bool(int32_t)>& on_token);
 
+    // Called after every decode step of generate() (nullptr = off). EMBER_TRACE=1 installs a stderr printer.
+    void set_trace(std::function<void(const TraceStep&)> f) { trace_ = std::move(f); }
+    // Host sampling even when the model has a device sampler (tests compare the two paths).
+    void set_host_sampling(bool on) { host_sampling_ = on; }
+
     int64_t pos() const { return state_->pos; }
     const std::vector<int32_t>& tokens() const { return tokens_; }
     void reset() { state_ = model_.new_state(); tokens_.clear(); }
@@ -42,6 +58,8 @@ private:
     const CausalLM& model_;
     std::unique_ptr<ModelState> state_;
     std::vector<int32_t> tokens_;
+    std::function<void(const TraceStep&)> trace_;
+    bool host_sampling_ = false;
 };
 
 // Peak resident memory of this process in bytes (from /proc/self/status VmHWM).

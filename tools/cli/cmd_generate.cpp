@@ -1,5 +1,6 @@
 // `ember generate`: prompt → streamed text (or ids for tokenizer-less synthetic models) → one stats line.
 #include <cstdio>
+#include <cstdlib>
 #include <algorithm>
 #include <filesystem>
 
@@ -26,6 +27,7 @@ void usage() {
         "  --threads N       CPU threads\n"
         "  --device D        auto (default: cuda when built with CUDA and a GPU is present), cpu or cuda\n"
         "  -c, --ctx-size N  context capacity of the GPU KV cache (default 4096)\n"
+        "  --trace           per decode step on stderr: kernels, GPU time, wall time (also EMBER_TRACE=1)\n"
         "A model without tokenizer.json (or --synthetic) takes --tokens 1,2,3 or --prompt-len N and prints ids.\n");
 }
 }  // namespace
@@ -46,6 +48,7 @@ int cmd_generate(int argc, char** argv) {
     sp.frequency_penalty = static_cast<float>(a.real({"--frequency-penalty"}, 0.0));
     sp.seed = static_cast<uint64_t>(a.integer({"--seed"}, 0));
     bool chat = a.flag({"--chat"}), no_think = a.flag({"--no-think"}), ignore_eos = a.flag({"--ignore-eos"});
+    if (a.flag({"--trace"})) setenv("EMBER_TRACE", "1", 1);
     long threads = a.integer({"--threads", "-t"}, 0);
     long ctx = a.integer({"--ctx-size", "-c"}, 4096);
     if (!a.error().empty()) return fail("generate", a.error());
@@ -96,10 +99,14 @@ int cmd_generate(int argc, char** argv) {
     std::printf("\n");
     if (!st) return fail("generate", st.message());
     const GenerateStats& g = st.value();
+    std::string dev_line;
+    if (g.decode_steps > 0 && g.decode_kernels > 0)
+        dev_line = strfmt(" | %s sampling, %.0f kernels/token, GPU %.1f us/token", g.device_sampling ? "device" : "host",
+                          double(g.decode_kernels) / g.decode_steps, g.decode_gpu_s / g.decode_steps * 1e6);
     std::fprintf(stderr,
-                 "[prompt: %lld tokens, %.2f tok/s | generated: %lld tokens, %.2f tok/s | peak memory %s | %d threads]\n",
+                 "[prompt: %lld tokens, %.2f tok/s | generated: %lld tokens, %.2f tok/s%s | peak memory %s | %d threads]\n",
                  (long long)g.prompt_tokens, g.prompt_tokens / std::max(g.prefill_s, 1e-9),
-                 (long long)g.generated_tokens, g.decode_steps / std::max(g.decode_s, 1e-9),
+                 (long long)g.generated_tokens, g.decode_steps / std::max(g.decode_s, 1e-9), dev_line.c_str(),
                  human_bytes(static_cast<double>(peak_rss_bytes())).c_str(), num_threads());
     return 0;
 }

@@ -1,6 +1,8 @@
 // Device helpers implementation.
 #include "backend/cuda/device.h"
 
+#include <algorithm>
+
 #include "backend/cuda/cuda_check.h"
 
 namespace ember::cuda {
@@ -42,6 +44,29 @@ DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
         o.p_ = nullptr; o.n_ = 0;
     }
     return *this;
+}
+
+Expected<double> copy_bandwidth_gbs() {
+    const size_t bytes = size_t(1) << 30;
+    EMBER_ASSIGN(DeviceBuffer a, DeviceBuffer::alloc(bytes, "bandwidth probe"));
+    EMBER_ASSIGN(DeviceBuffer b, DeviceBuffer::alloc(bytes, "bandwidth probe"));
+    cudaEvent_t e0, e1;
+    CUDA_CHECK(cudaEventCreate(&e0));
+    CUDA_CHECK(cudaEventCreate(&e1));
+    CUDA_CHECK(cudaMemset(a.get(), 1, bytes));
+    float best = 1e30f;
+    for (int i = 0; i < 6; ++i) {
+        CUDA_CHECK(cudaEventRecord(e0));
+        CUDA_CHECK(cudaMemcpyAsync(b.get(), a.get(), bytes, cudaMemcpyDeviceToDevice));
+        CUDA_CHECK(cudaEventRecord(e1));
+        CUDA_CHECK(cudaEventSynchronize(e1));
+        float ms = 0;
+        CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+        if (i > 0) best = std::min(best, ms);  // the first copy warms up
+    }
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+    return 2.0 * bytes / (best * 1e-3) / 1e9;
 }
 
 void copy_to_device(void* dst, const void* src, size_t bytes) {

@@ -13,6 +13,9 @@ namespace ember::cuda {
 // True when a CUDA device is usable (tests skip otherwise).
 bool gpu_available();
 std::string device_name();
+// Measured device-to-device copy bandwidth in GB/s (read + write bytes / time; best of a few 1 GiB copies) —
+// the "copy bandwidth" the floors in performance.md divide by. Error when 2 GiB cannot be allocated.
+Expected<double> copy_bandwidth_gbs();
 
 // Owns `bytes` of device memory.
 class DeviceBuffer {

@@ -19,11 +19,4 @@ struct CudaOptions {
 // Builds the GPU model from a loaded CPU model (which keeps the host weights mapped).
 Expected<std::unique_ptr<CausalLM>> make_qwen35_cuda(std::unique_ptr<CausalLM> cpu, const CudaOptions& opt);
 
-// Per-token counters for --trace / bench: kernels launched by the last decode step, graph or eager.
-struct DecodeStats {
-    int64_t graph_nodes = 0;
-    bool used_graph = false;
-};
-DecodeStats last_decode_stats(const ModelState& state);
-
 }  // namespace ember::cuda

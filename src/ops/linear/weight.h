@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "core/dtype.h"
+#include "quant/ggml_type.h"
 
 namespace ember {
 
@@ -11,6 +12,8 @@ enum class WeightFormat : uint8_t {
     DENSE,   // data: dtype [rows, cols], row-major
     AFFINE,  // MLX affine: data uint32 [rows, cols*bits/32], element c of row r occupies bits
              // [c*bits, (c+1)*bits) of the row's little-endian bit stream; w = scale*q + bias per group
+    GGML,    // llama.cpp blocks (quant/ggml_blocks.h): data = rows × (cols / block_elems) blocks of ggml_type,
+             // row-major, rows contiguous; only block-quantized types (Q4_0 ... Q6_K) use this format
 };
 
 struct Weight {
@@ -22,11 +25,16 @@ struct Weight {
     const void* scales = nullptr;      // AFFINE: sb_dtype [rows, cols/group_size]
     const void* biases = nullptr;      // AFFINE: sb_dtype [rows, cols/group_size]
     DType sb_dtype = DType::BF16;      // F32, F16 or BF16
+    GgmlType ggml_type = GgmlType::F32;  // GGML: the block type
 
     bool empty() const { return data == nullptr; }
-    bool is_quantized() const { return format == WeightFormat::AFFINE; }
-    // Bytes of one packed row (AFFINE) or one dense row.
+    bool is_quantized() const { return format != WeightFormat::DENSE; }
+    // Bytes of one packed row (AFFINE, GGML) or one dense row.
     int64_t row_bytes() const {
+        if (format == WeightFormat::GGML) {
+            const GgmlTypeTraits t = ggml_type_traits(ggml_type);
+            return cols / t.block_elems * t.block_bytes;
+        }
         return format == WeightFormat::AFFINE ? cols * bits / 8 : cols * static_cast<int64_t>(dtype_size(dtype));
     }
     // Bytes read to use the whole matrix once (weights + scales + biases).

@@ -510,6 +510,11 @@ __global__ void k_penalties(float* logits, int64_t vocab, const int32_t* __restr
     }
 }
 
+__global__ void k_gather_logit(const float* logits, int64_t vocab, const int32_t* id, float* out) {
+    const int32_t i = *id;
+    *out = (i >= 0 && i < vocab) ? logits[i] : __int_as_float(0x7fc00000);
+}
+
 __global__ void k_counts_add(int32_t* counts, int64_t vocab, const int32_t* id, int32_t delta) {
     const int32_t t = *id;
     if (t >= 0 && int64_t(t) < vocab) counts[t] += delta;
@@ -542,6 +547,11 @@ void apply_penalties(float* logits, int64_t vocab, const int32_t* counts, const 
                      cudaStream_t stream) {
     EMBER_CHECK(vocab > 0 && vocab < INT32_MAX, "apply_penalties: vocab %lld", (long long)vocab);
     k_penalties<<<grid_for(vocab), kThreads, 0, stream>>>(logits, vocab, counts, params);
+    CUDA_CHECK(cudaGetLastError());
+}
+
+void gather_logit(const float* logits, int64_t vocab, const int32_t* id, float* out, cudaStream_t stream) {
+    k_gather_logit<<<1, 1, 0, stream>>>(logits, vocab, id, out);
     CUDA_CHECK(cudaGetLastError());
 }
 

@@ -51,6 +51,10 @@ Status check_device_sampling_params(const SamplingParams& p);
 size_t argmax_workspace_bytes(int64_t vocab);
 void argmax(const float* logits, int64_t vocab, int32_t* out_id, void* workspace, cudaStream_t stream);
 
+// out[0] = logits[*id] when *id is in [0, vocab), else NaN (one thread): the host checks the chosen logit for NaN
+// (a model producing NaN) without copying the logits.
+void gather_logit(const float* logits, int64_t vocab, const int32_t* id, float* out, cudaStream_t stream);
+
 // ---- penalties ----------------------------------------------------------------------------------------------
 // Stage 1 of the pipeline, in place on device logits: for every id with c = counts[id] > 0,
 //   l ← l > 0 ? l / rp : l · rp;   l ← l − (c · frequency + presence)        (fp32, unfused, as the CPU op)

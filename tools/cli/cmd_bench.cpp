@@ -1,0 +1,183 @@
+// `ember bench`: llama-bench-like table — prefill (ppN) and decode (tgN) throughput, % of the decode floor,
+// kernels per token, GPU µs and host µs per token — for synthetic presets and/or model paths.
+//   decode floor = (bytes read per token: weights + recurrent state read and written + KV cache) / copy bw,
+//   copy bandwidth measured in the same run (GPU: D2D memcpy; CPU: a multi-threaded read of 1 GiB).
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "args.h"
+#include "commands.h"
+#include "common.h"
+#include "core/parallel.h"
+#include "runtime/session.h"
+
+#ifdef EMBER_HAVE_CUDA
+#include "backend/cuda/device.h"
+#endif
+
+namespace ember::cli {
+
+namespace {
+
+void usage() {
+    std::printf(
+        "usage: ember bench (-m MODEL[,MODEL...] | --synthetic NAME[,NAME...]) [options]\n"
+        "  -p N          prompt tokens for the prefill test (default 512; 0 = skip)\n"
+        "  -n N          tokens for the decode test (default 128; 0 = skip)\n"
+        "  -r N          repetitions (default 3), after one warm-up\n"
+        "  --device D    auto (default), cpu or cuda\n"
+        "  -c N          context capacity (default 4096)\n"
+        "  --threads N   CPU threads\n"
+        "Prints a markdown table: tok/s (mean ± sd), %% of the decode floor, kernels/token, GPU and host us/token.\n");
+}
+
+std::vector<std::string> split_list(const std::string& s) {
+    std::vector<std::string> out;
+    size_t i = 0;
+    while (i <= s.size() && !s.empty()) {
+        size_t j = s.find(',', i);
+        if (j == std::string::npos) j = s.size();
+        if (j > i) out.push_back(s.substr(i, j - i));
+        i = j + 1;
+    }
+    return out;
+}
+
+double now_s() {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// CPU read bandwidth (GB/s): threads sum a 1 GiB buffer; best of 3.
+double cpu_read_bandwidth_gbs() {
+    const size_t n = (size_t(1) << 30) / sizeof(uint64_t);
+    std::vector<uint64_t> buf(n, 1);
+    double best = 1e30;
+    for (int rep = 0; rep < 3; ++rep) {
+        std::vector<uint64_t> part(256, 0);
+        double t0 = now_s();
+        parallel_for(256, 1, [&](int64_t c0, int64_t c1) {
+            for (int64_t c = c0; c < c1; ++c) {
+                uint64_t s = 0;
+                const size_t b = n * c / 256, e = n * (c + 1) / 256;
+                for (size_t i = b; i < e; ++i) s += buf[i];
+                part[c] = s;
+            }
+        });
+        best = std::min(best, now_s() - t0);
+        if (std::accumulate(part.begin(), part.end(), uint64_t{0}) != n) return 0;
+    }
+    return double(n * sizeof(uint64_t)) / best / 1e9;
+}
+
+struct Stat {
+    double mean = 0, sd = 0;
+};
+Stat stat(const std::vector<double>& v) {
+    Stat s;
+    if (v.empty()) return s;
+    for (double x : v) s.mean += x;
+    s.mean /= double(v.size());
+    for (double x : v) s.sd += (x - s.mean) * (x - s.mean);
+    s.sd = v.size() > 1 ? std::sqrt(s.sd / double(v.size() - 1)) : 0;
+    return s;
+}
+
+}  // namespace
+
+int cmd_bench(int argc, char** argv) {
+    Args a(argc, argv);
+    if (a.flag({"--help", "-h"})) { usage(); return 0; }
+    std::string models = a.str({"-m", "--model"}), synth = a.str({"--synthetic"}), device = a.str({"--device"}, "auto");
+    long pp = a.integer({"-p", "--n-prompt"}, 512), tg = a.integer({"-n", "--n-gen"}, 128);
+    long reps = a.integer({"-r", "--repetitions"}, 3), ctx = a.integer({"-c", "--ctx-size"}, 4096);
+    long threads = a.integer({"--threads", "-t"}, 0);
+    if (!a.error().empty()) return fail("bench", a.error());
+    if (pp < 0 || tg < 0 || reps < 1) return fail("bench", "-p and -n must be ≥ 0, -r ≥ 1");
+    if (threads > 0) set_num_threads(static_cast<int>(threads));
+    if (models.empty() == synth.empty()) return fail("bench", "give -m MODEL[,MODEL...] or --synthetic NAME[,NAME...]");
+    const std::string dev = resolve_device(device);
+    if (ctx < pp + tg + 1) ctx = pp + tg + 1;
+
+    double bw = 0;
+    std::string bw_what;
+#ifdef EMBER_HAVE_CUDA
+    if (dev == "cuda") {
+        auto b = cuda::copy_bandwidth_gbs();
+        if (!b) return fail("bench", b.message());
+        bw = b.value();
+        bw_what = "copy bandwidth (D2D) " + std::to_string(int(bw)) + " GB/s on " + cuda::device_name();
+    }
+#endif
+    if (dev == "cpu") {
+        bw = cpu_read_bandwidth_gbs();
+        bw_what = "read bandwidth " + std::to_string(int(bw)) + " GB/s, " + std::to_string(num_threads()) + " threads";
+    }
+    std::printf("ember bench — device %s, %s\n\n", dev.c_str(), bw_what.c_str());
+    std::printf("| model | weights | device | test | t/s | %% of floor | floor us/tok | kernels/tok | GPU us/tok | host us/tok |\n");
+    std::printf("|---|---|---|---|---|---|---|---|---|---|\n");
+    std::fflush(stdout);
+
+    const bool is_synth = !synth.empty();
+    for (const std::string& name : split_list(is_synth ? synth : models)) {
+        auto m = open_model(is_synth ? "" : name, is_synth ? name : "", dev, ctx);
+        if (!m) return fail("bench", m.message());
+        const CausalLM& lm = **m;
+        const ModelInfo& info = lm.info();
+        const std::string label = is_synth ? name : info.architecture;
+        const int64_t V = info.vocab_size;
+        if (pp > 0) {
+            std::vector<int32_t> prompt;
+            for (long i = 0; i < pp; ++i) prompt.push_back(static_cast<int32_t>((i * 7919 + 13) % V));
+            std::vector<double> tps;
+            for (long r = 0; r <= reps; ++r) {
+                Session s(lm);
+                double t0 = now_s();
+                auto out = s.prefill(prompt);
+                double t = now_s() - t0;
+                if (!out) return fail("bench", out.message());
+                if (r > 0) tps.push_back(double(pp) / t);
+            }
+            Stat st = stat(tps);
+            std::printf("| %s | %s | %s | pp%ld | %.1f ± %.1f | | | | | |\n", label.c_str(),
+                        human_bytes(double(info.weight_bytes)).c_str(), dev.c_str(), pp, st.mean, st.sd);
+            std::fflush(stdout);
+        }
+        if (tg > 0) {
+            std::vector<double> tps, kern, gpu, host;
+            for (long r = 0; r <= reps; ++r) {
+                Session s(lm);
+                auto st = s.generate({static_cast<int32_t>(13 % V)}, tg + 1, SamplingParams{}, {}, nullptr);
+                if (!st) return fail("bench", st.message());
+                const GenerateStats& g = st.value();
+                if (r == 0 || g.decode_steps == 0) continue;
+                const double per_tok = g.decode_s / double(g.decode_steps);
+                tps.push_back(1.0 / per_tok);
+                kern.push_back(double(g.decode_kernels) / double(g.decode_steps));
+                gpu.push_back(g.decode_gpu_s / double(g.decode_steps) * 1e6);
+                host.push_back(per_tok * 1e6 - gpu.back());
+            }
+            Stat t = stat(tps);
+            // Bytes per decode token at the mean context of the run.
+            const double bytes = double(info.weight_bytes) + 2.0 * double(info.state_bytes) +
+                                 double(info.kv_bytes_per_token) * double(tg) / 2.0;
+            const double floor_us = bw > 0 ? bytes / (bw * 1e9) * 1e6 : 0;
+            const double pct = floor_us > 0 ? 100.0 * floor_us * t.mean / 1e6 : 0;
+            const bool has_gpu = stat(gpu).mean > 0;
+            std::printf("| %s | %s | %s | tg%ld | %.1f ± %.1f | %.1f %% | %.1f | %s | %s | %s |\n", label.c_str(),
+                        human_bytes(double(info.weight_bytes)).c_str(), dev.c_str(), tg, t.mean, t.sd, pct, floor_us,
+                        has_gpu ? strfmt("%.0f", stat(kern).mean).c_str() : "-",
+                        has_gpu ? strfmt("%.1f", stat(gpu).mean).c_str() : "-",
+                        has_gpu ? strfmt("%.1f", stat(host).mean).c_str() : "-");
+            std::fflush(stdout);
+        }
+    }
+    return 0;
+}
+
+}  // namespace ember::cli
