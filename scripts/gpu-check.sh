@@ -38,7 +38,7 @@ row "gpu_compare rc" "$?"
 
 # 3. benchmarks
 if [ -x build-gpu/gemv_bench ] && [ -z "${EMBER_SKIP_KERNEL_BENCH:-}" ]; then
-  timeout 90 build-gpu/gemv_bench --quick > "$OUT/gemv_bench.md" 2>&1; row "gemv_bench" "rc=$? (gemv_bench.md)"
+  timeout 150 build-gpu/gemv_bench --quick > "$OUT/gemv_bench.md" 2>&1; row "gemv_bench" "rc=$? (gemv_bench.md)"
 fi
 if [ -f bench/peers/torch_int4.py ] && [ -z "${EMBER_SKIP_KERNEL_BENCH:-}" ]; then
   timeout 60 python3 bench/peers/torch_int4.py --quick > "$OUT/peers.md" 2>&1; row "torch peers" "rc=$? (peers.md)"

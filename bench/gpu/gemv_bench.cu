@@ -1,19 +1,24 @@
-// bench/gpu/gemv_bench.cu: ember::cuda::linear for decode (n = 1, 4, 8: GEMV) on Qwen3.5 2B/9B/27B projection
-// shapes (MLX 4-bit group 64, bf16 scales — the checkpoints' format — plus some 8-bit and dense bf16 rows) and
-// a few prefill GEMMs (n = 512), against the speed of light measured in the same run (docs: performance.md).
+// bench/gpu/gemv_bench.cu: ember::cuda::linear for decode / verify (n = 1, 2, 4, 8: one GEMV) against the speed
+// of light measured in the same run (docs: performance.md):
+//   1. Qwen3.5 2B/9B/27B projections and LM heads, MLX 4-bit group 64 bf16 scales (the checkpoints' format):
+//      the streaming "q" kernel (default) next to the previous "mma" kernel, same weights, same run.
+//   2. 8-bit g64 and dense bf16 on a few shapes.
+//   3. GGML block types on SmolLM2-135M shapes (hidden 576, kv 192, ffn 1536, vocab 49152) and Llama-8B-like
+//      4096×14336 / 14336×4096.
+//   4. (--sweep) launch-shape sweep of the q kernel (groups per MMA, K slices, programmatic dependent launch)
+//      on four shapes, to tune the automatic choice.
+//   5. prefill n = 512: the exact GEMV in 8-token chunks (what linear() does) and the opt-in bf16 cuBLAS GEMM.
 //
-// Build and run on the GPU machine, from the repository root (one line each):
-//   nvcc -O3 -std=c++20 -gencode arch=compute_90a,code=sm_90a --expt-relaxed-constexpr -Isrc bench/gpu/gemv_bench.cu
-//        src/ops/linear/linear_cuda.cu src/ops/linear/linear_gemv_affine.cu src/ops/linear/linear_gemv_simple.cu
-//        src/ops/linear/linear_gemm.cu src/core/dtype.cpp src/quant/affine.cpp -lcublas -o build-gpu/gemv_bench
-//   build-gpu/gemv_bench [--quick] [--only "9B lm"] [--n 1]
+// Build: cmake -DEMBER_CUDA=ON (target gemv_bench), or see scripts/gpu-check.sh. Run: gemv_bench [--quick]
+// [--only "9B lm"] [--n 1] [--sweep] [--no-ggml] [--no-prefill]. Prints Markdown tables; a summary table last.
 //
 // Method: copy bandwidth = a 2 GiB device-to-device cudaMemcpy, (read + written bytes) / time, median of 9.
 // Each shape gets enough copies of its weights (≥ 3, together ≥ 4× the L2) that successive calls rotate through
-// them and read HBM, never L2. Per (shape, n): warm-up, then 100 launches each between two CUDA events
-// (median), and a CUDA graph of the same rotating launches replayed 5× (median per launch: what a decode
-// graph sees). bytes = weights + scales + biases + x + y; floor = bytes / copy bandwidth; ratio = time / floor.
-// Random data (hashed bits; scales of either sign), never zeros.
+// them and read HBM, never L2. Per (shape, n, kernel): warm-up, 100 launches each between two CUDA events
+// (median), and a CUDA graph of the same rotating launches replayed 5× (median per launch: what a decode graph
+// sees). bytes = weights + scales + biases + x + y; floor = bytes / copy bandwidth; % of copy bw = floor / time.
+// Random data (hashed bits; scales of either sign; GGML d fields finite), never zeros.
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -25,11 +30,13 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "ops/linear/linear_cuda.h"
+#include "quant/ggml_type.h"
 
 using namespace ember;
+using ember::cuda::GemvTuning;
 using ember::cuda::linear;
+using ember::cuda::linear_gemv;
 using ember::cuda::linear_gemv_describe;
-using ember::cuda::linear_workspace_bytes;
 
 namespace {
 
@@ -39,9 +46,9 @@ __device__ __forceinline__ uint32_t hash32(uint64_t i, uint64_t seed) {
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
     return uint32_t(z ^ (z >> 31));
 }
-__global__ void fill_bits(uint32_t* p, size_t n, uint64_t seed) {
+__global__ void fill_bytes(uint8_t* p, size_t n, uint64_t seed) {
     for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
-        p[i] = hash32(i, seed);
+        p[i] = uint8_t(hash32(i, seed));
 }
 // Uniform in [-amp, amp], stored as bf16 (u16) or f32.
 __global__ void fill_bf16(uint16_t* p, size_t n, uint64_t seed, float amp) {
@@ -53,6 +60,19 @@ __global__ void fill_bf16(uint16_t* p, size_t n, uint64_t seed, float amp) {
 __global__ void fill_f32(float* p, size_t n, uint64_t seed, float amp) {
     for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
         p[i] = amp * (float(hash32(i, seed) >> 8) * (2.0f / 16777216.0f) - 1.0f);
+}
+// GGML blocks: the fp16 d / dmin fields at offsets o0, o1 (−1: none) of every block get finite random values.
+__global__ void fix_halves(uint8_t* p, size_t nblocks, int block_bytes, int o0, int o1, uint64_t seed) {
+    for (size_t b = blockIdx.x * size_t(blockDim.x) + threadIdx.x; b < nblocks; b += size_t(gridDim.x) * blockDim.x)
+        for (int k = 0; k < 2; ++k) {
+            const int o = k ? o1 : o0;
+            if (o < 0) continue;
+            const float v = 0.01f * (float(hash32(2 * b + k, seed) >> 8) * (2.0f / 16777216.0f) - 1.0f);
+            const __half h = __float2half(v);
+            uint8_t* q = p + b * size_t(block_bytes) + o;
+            const unsigned short u = __half_as_ushort(h);
+            q[0] = uint8_t(u & 0xff), q[1] = uint8_t(u >> 8);
+        }
 }
 
 void* dmalloc(size_t b) {
@@ -86,6 +106,8 @@ double copy_bandwidth() {  // bytes/s, read + write
     }
     CUDA_CHECK(cudaFree(a));
     CUDA_CHECK(cudaFree(b));
+    CUDA_CHECK(cudaEventDestroy(e0));
+    CUDA_CHECK(cudaEventDestroy(e1));
     return 2.0 * double(bytes) / median(t);
 }
 
@@ -105,10 +127,19 @@ const Shape kShapes[] = {
     {"27B", "mlp down", 5120, 17408}, {"27B", "lm head", 248320, 5120},
 };
 
+// SmolLM2-135M (hidden 576, 9 heads / 3 kv heads of 64, ffn 1536, vocab 49152) and Llama-8B-like MLP shapes.
+const Shape kGgmlShapes[] = {
+    {"SmolLM2", "q / o", 576, 576},        {"SmolLM2", "k / v", 192, 576},   {"SmolLM2", "gate/up", 1536, 576},
+    {"SmolLM2", "down", 576, 1536},        {"SmolLM2", "lm head", 49152, 576}, {"Llama-8B", "gate/up", 14336, 4096},
+    {"Llama-8B", "down", 4096, 14336},
+};
+
+enum class Kind { AFFINE, DENSE, GGML };
 struct Fmt {
     const char* name;
-    bool affine;
-    int bits, gs;
+    Kind kind;
+    int bits = 0, gs = 0;
+    GgmlType gt = GgmlType::F32;
 };
 
 // Device copies of one random weight, rotated through to keep L2 cold.
@@ -121,31 +152,46 @@ struct Copies {
     }
 };
 
+void half_fields(GgmlType t, int& o0, int& o1) {
+    o0 = 0, o1 = -1;
+    if (t == GgmlType::Q4_1 || t == GgmlType::Q4_K || t == GgmlType::Q5_K) o1 = 2;
+    if (t == GgmlType::Q6_K) o0 = 208;
+}
+
 void make_copies(Copies& C, const Fmt& f, int64_t rows, int64_t cols, size_t l2) {
     Weight W;
     W.rows = rows, W.cols = cols;
-    if (f.affine) {
+    if (f.kind == Kind::AFFINE) {
         W.format = WeightFormat::AFFINE, W.bits = f.bits, W.group_size = f.gs, W.sb_dtype = DType::BF16;
+    } else if (f.kind == Kind::GGML) {
+        W.format = WeightFormat::GGML, W.ggml_type = f.gt;
     } else {
         W.format = WeightFormat::DENSE, W.dtype = DType::BF16;
     }
     C.bytes = W.total_bytes();
     const int ncopies = int(std::max<int64_t>(3, (4 * int64_t(l2) + C.bytes - 1) / C.bytes));
     const size_t data_b = size_t(W.rows * W.row_bytes());
-    const size_t sb_n = f.affine ? size_t(rows * (cols / f.gs)) : 0;
+    const size_t sb_n = f.kind == Kind::AFFINE ? size_t(rows * (cols / f.gs)) : 0;
     for (int i = 0; i < ncopies; ++i) {
         Weight w = W;
         void* d = dmalloc(data_b);
         C.bufs.push_back(d);
-        fill_bits<<<1024, 256>>>(static_cast<uint32_t*>(d), data_b / 4, 1000 + i);
         w.data = d;
-        if (f.affine) {
+        if (f.kind == Kind::AFFINE) {
+            fill_bytes<<<1024, 256>>>(static_cast<uint8_t*>(d), data_b, 1000 + i);
             void* s = dmalloc(sb_n * 2);
             void* b = dmalloc(sb_n * 2);
             C.bufs.push_back(s), C.bufs.push_back(b);
             fill_bf16<<<1024, 256>>>(static_cast<uint16_t*>(s), sb_n, 2000 + i, 0.05f);
             fill_bf16<<<1024, 256>>>(static_cast<uint16_t*>(b), sb_n, 3000 + i, 0.4f);
             w.scales = s, w.biases = b;
+        } else if (f.kind == Kind::GGML) {
+            fill_bytes<<<1024, 256>>>(static_cast<uint8_t*>(d), data_b, 1000 + i);
+            const GgmlTypeTraits tr = ggml_type_traits(f.gt);
+            int o0, o1;
+            half_fields(f.gt, o0, o1);
+            fix_halves<<<1024, 256>>>(static_cast<uint8_t*>(d), size_t(rows * (cols / tr.block_elems)), tr.block_bytes,
+                                      o0, o1, 4000 + i);
         } else {
             fill_bf16<<<1024, 256>>>(static_cast<uint16_t*>(d), data_b / 2, 1000 + i, 0.03f);
         }
@@ -210,88 +256,206 @@ Timing time_it(int ncopies, int reps, cudaStream_t st, Launch&& launch) {
     return r;
 }
 
+struct Ctx {
+    double bw = 0;
+    size_t l2 = 0;
+    cudaStream_t st = nullptr;
+    float* x = nullptr;
+    float* y = nullptr;
+    int reps = 100;
+};
+
+// Times linear_gemv(W, n) with `tune` (graph and event); returns graph seconds.
+Timing time_gemv(const Ctx& c, const Copies& C, int n, const GemvTuning& tune) {
+    return time_it(int(C.w.size()), c.reps, c.st,
+                   [&](int i) { linear_gemv(C.w[size_t(i)], c.x, n, c.y, c.st, tune); });
+}
+
+double bytes_of(const Copies& C, const Shape& s, int n) { return double(C.bytes) + 4.0 * n * (s.cols + s.rows); }
+
+struct Summary {
+    std::string what;
+    double new_us, old_us, pct;
+};
+
 }  // namespace
 
 int main(int argc, char** argv) {
-    // --quick: fewer formats and reps; --only SUBSTR: shapes whose "model shape" contains SUBSTR (e.g. "9B lm");
-    // --n K: only n = K (for profiling one kernel with ncu)
-    bool quick = false;
+    bool quick = false, sweep = false, ggml = true, prefill = true;
     const char* only = nullptr;
     int only_n = 0;
     for (int i = 1; i < argc; ++i) {
         if (!std::strcmp(argv[i], "--quick")) quick = true;
+        else if (!std::strcmp(argv[i], "--sweep")) sweep = true;
+        else if (!std::strcmp(argv[i], "--no-ggml")) ggml = false;
+        else if (!std::strcmp(argv[i], "--no-prefill")) prefill = false;
         else if (!std::strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
         else if (!std::strcmp(argv[i], "--n") && i + 1 < argc) only_n = std::atoi(argv[++i]);
     }
     cudaDeviceProp prop{};
     CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
-    const double bw = copy_bandwidth();
+    Ctx c;
+    c.bw = copy_bandwidth();
+    c.l2 = size_t(prop.l2CacheSize);
+    c.reps = quick ? 30 : 100;
     std::printf("# gemv_bench — %s, %d SMs, L2 %.0f MB\n\n", prop.name, prop.multiProcessorCount, prop.l2CacheSize / 1e6);
-    std::printf("copy bandwidth (2 GiB D2D, read+write): **%.0f GB/s**\n\n", bw / 1e9);
+    std::printf("copy bandwidth (2 GiB D2D, read+write): **%.0f GB/s**\n\n", c.bw / 1e9);
 
-    cudaStream_t st;
-    CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    CUDA_CHECK(cudaStreamCreateWithFlags(&c.st, cudaStreamNonBlocking));
     const int64_t max_cols = 17408, max_rows = 248320, gemm_n = 512;
-    float* x = static_cast<float*>(dmalloc(size_t(gemm_n * max_cols) * 4));
-    float* y = static_cast<float*>(dmalloc(size_t(std::max(8 * max_rows, gemm_n * 17408)) * 4));
-    fill_f32<<<1024, 256>>>(x, size_t(gemm_n * max_cols), 7, 2.0f);
+    c.x = static_cast<float*>(dmalloc(size_t(gemm_n * max_cols) * 4));
+    c.y = static_cast<float*>(dmalloc(size_t(std::max(8 * max_rows, gemm_n * 17408)) * 4));
+    fill_f32<<<1024, 256>>>(c.x, size_t(gemm_n * max_cols), 7, 2.0f);
     CUDA_CHECK(cudaDeviceSynchronize());
+    auto want_n = [&](int n) { return !only_n || n == only_n; };
+    std::vector<Summary> summary;
 
-    const Fmt q4{"q4 g64", true, 4, 64}, q8{"q8 g64", true, 8, 64}, bf{"bf16", false, 0, 0};
-    std::printf("## decode GEMV (n ≤ 8): time vs HBM floor\n\n");
-    std::printf("| model | shape | rows×cols | format | n | kernel | µs (event median) | µs (graph) | MB | GB/s (graph) "
-                "| floor µs | ratio | %% of copy bw |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
-    const int reps = quick ? 50 : 100;
+    // ---- 1 + 2: affine (and dense) decode GEMV, new vs old kernel ----
+    const Fmt q4{"q4 g64", Kind::AFFINE, 4, 64}, q8{"q8 g64", Kind::AFFINE, 8, 64}, bf{"bf16", Kind::DENSE};
+    GemvTuning t_new, t_old;
+    t_new.kernel = 1, t_old.kernel = 2;
+    std::printf("## decode GEMV (n ≤ 8): streaming q kernel vs previous mma kernel (graph replay µs; event µs in "
+                "parentheses)\n\n");
+    std::printf("| model | shape | rows×cols | format | n | MB | floor µs | q kernel | q µs | q GB/s | q %% of copy bw "
+                "| mma µs | mma %% | speed-up |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     for (const Shape& s : kShapes) {
         const std::string label = std::string(s.model) + " " + s.name;
         if (only && label.find(only) == std::string::npos) continue;
         std::vector<const Fmt*> fmts = {&q4};
-        if (!quick && (std::strcmp(s.name, "mlp gate/up") == 0 || std::strcmp(s.name, "lm head") == 0) &&
+        if (!quick && (!std::strcmp(s.name, "mlp gate/up") || !std::strcmp(s.name, "lm head")) &&
             std::strcmp(s.model, "27B") != 0)
             fmts = {&q4, &q8, &bf};
         for (const Fmt* f : fmts) {
             Copies C;
-            make_copies(C, *f, s.rows, s.cols, size_t(prop.l2CacheSize));
-            for (int n : {1, 4, 8}) {
-                if (only_n && n != only_n) continue;
-                const Timing t = time_it(int(C.w.size()), reps, st, [&](int i) {
-                    linear(C.w[size_t(i)], x, n, y, st, nullptr, 0);
-                });
-                const double bytes = double(C.bytes) + 4.0 * n * (s.cols + s.rows);
-                const double floor = bytes / bw;
-                char kern[96];
-                linear_gemv_describe(C.w[0], n, kern, sizeof kern);
-                std::printf("| %s | %s | %lld×%lld | %s | %d | %s | %.1f | %.1f | %.1f | %.0f | %.1f | %.2f | %.0f %% |\n",
-                            s.model, s.name, (long long)s.rows, (long long)s.cols, f->name, n, kern, t.event_s * 1e6,
-                            t.graph_s * 1e6, bytes / 1e6, bytes / t.graph_s / 1e9, floor * 1e6, t.graph_s / floor,
-                            100.0 * floor / t.graph_s);
+            make_copies(C, *f, s.rows, s.cols, c.l2);
+            for (int n : {1, 2, 4, 8}) {
+                if (!want_n(n)) continue;
+                const double bytes = bytes_of(C, s, n), floor = bytes / c.bw;
+                char kern[128];
+                if (f->kind == Kind::DENSE) {
+                    const Timing t = time_gemv(c, C, n, {});
+                    linear_gemv_describe(C.w[0], n, kern, sizeof kern);
+                    std::printf("| %s | %s | %lld×%lld | %s | %d | %.1f | %.1f | %s | %.1f (%.1f) | %.0f | %.0f %% | — | — "
+                                "| — |\n",
+                                s.model, s.name, (long long)s.rows, (long long)s.cols, f->name, n, bytes / 1e6,
+                                floor * 1e6, kern, t.graph_s * 1e6, t.event_s * 1e6, bytes / t.graph_s / 1e9,
+                                100.0 * floor / t.graph_s);
+                    std::fflush(stdout);
+                    continue;
+                }
+                const Timing tn = time_gemv(c, C, n, t_new);
+                const Timing to = time_gemv(c, C, n, t_old);
+                linear_gemv_describe(C.w[0], n, kern, sizeof kern, t_new);
+                std::printf("| %s | %s | %lld×%lld | %s | %d | %.1f | %.1f | %s | %.1f (%.1f) | %.0f | %.0f %% | %.1f | "
+                            "%.0f %% | %.2f× |\n",
+                            s.model, s.name, (long long)s.rows, (long long)s.cols, f->name, n, bytes / 1e6, floor * 1e6,
+                            kern, tn.graph_s * 1e6, tn.event_s * 1e6, bytes / tn.graph_s / 1e9,
+                            100.0 * floor / tn.graph_s, to.graph_s * 1e6, 100.0 * floor / to.graph_s,
+                            to.graph_s / tn.graph_s);
                 std::fflush(stdout);
+                char what[128];
+                std::snprintf(what, sizeof what, "%s %s %s n=%d (%.0f MB)", s.model, s.name, f->name, n, bytes / 1e6);
+                summary.push_back({what, tn.graph_s * 1e6, to.graph_s * 1e6, 100.0 * floor / tn.graph_s});
             }
         }
     }
 
-    std::printf("\n## prefill GEMM (n = %lld, bf16 tensor cores via cuBLAS after dequantizing to bf16)\n\n",
-                (long long)gemm_n);
-    std::printf("| model | shape | rows×cols | format | ms | TFLOP/s | HBM floor ms |\n|---|---|---|---|---|---|---|\n");
-    for (const Shape& s : kShapes) {
-        if (std::strcmp(s.name, "mlp gate/up") != 0 && std::strcmp(s.name, "mlp down") != 0) continue;
-        if (only) continue;
-        Copies C;
-        make_copies(C, q4, s.rows, s.cols, size_t(prop.l2CacheSize));
-        const size_t wsb = linear_workspace_bytes(C.w[0], gemm_n);
-        void* ws = dmalloc(wsb);
-        const Timing t = time_it(int(C.w.size()), quick ? 10 : 30, st, [&](int i) {
-            linear(C.w[size_t(i)], x, gemm_n, y, st, ws, wsb);
-        });
-        const double flop = 2.0 * double(gemm_n) * double(s.rows) * double(s.cols);
-        const double bytes = double(C.bytes) + 4.0 * gemm_n * (s.cols + s.rows);
-        std::printf("| %s | %s | %lld×%lld | q4 g64 | %.3f | %.0f | %.3f |\n", s.model, s.name, (long long)s.rows,
-                    (long long)s.cols, t.event_s * 1e3, flop / t.event_s / 1e12, bytes / bw * 1e3);
-        std::fflush(stdout);
-        CUDA_CHECK(cudaFree(ws));
+    // ---- 3: GGML block types ----
+    if (ggml && !only) {
+        const GgmlType types[] = {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q8_0,
+                                  GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K};
+        std::printf("\n## decode GEMV, GGML block types (CUDA cores, exact fp32)\n\n");
+        std::printf("| model | shape | rows×cols | type | n | MB | floor µs | µs (graph) | µs (event) | GB/s | %% of copy bw "
+                    "|\n|---|---|---|---|---|---|---|---|---|---|---|\n");
+        for (const Shape& s : kGgmlShapes)
+            for (GgmlType gt : types) {
+                const GgmlTypeTraits tr = ggml_type_traits(gt);
+                if (s.cols % tr.block_elems) continue;  // (K-quants need 256 | cols)
+                if (quick && gt != GgmlType::Q4_0 && gt != GgmlType::Q4_K && gt != GgmlType::Q6_K) continue;
+                const Fmt f{tr.name, Kind::GGML, 0, 0, gt};
+                Copies C;
+                make_copies(C, f, s.rows, s.cols, c.l2);
+                for (int n : {1, 2, 4, 8}) {
+                    if (!want_n(n) || (s.rows < 4096 && (n == 2 || n == 4))) continue;
+                    const Timing t = time_gemv(c, C, n, {});
+                    const double bytes = bytes_of(C, s, n), floor = bytes / c.bw;
+                    std::printf("| %s | %s | %lld×%lld | %s | %d | %.2f | %.2f | %.1f | %.1f | %.0f | %.0f %% |\n", s.model,
+                                s.name, (long long)s.rows, (long long)s.cols, tr.name, n, bytes / 1e6, floor * 1e6,
+                                t.graph_s * 1e6, t.event_s * 1e6, bytes / t.graph_s / 1e9, 100.0 * floor / t.graph_s);
+                    std::fflush(stdout);
+                }
+            }
     }
-    CUDA_CHECK(cudaFree(x));
-    CUDA_CHECK(cudaFree(y));
-    CUDA_CHECK(cudaStreamDestroy(st));
+
+    // ---- 4: q-kernel launch-shape sweep ----
+    if (sweep && !only) {
+        std::printf("\n## q kernel sweep (q4 g64 bf16; graph µs; auto = the automatic choice)\n\n");
+        std::printf("| shape | n | G | S | pdl | kernel | µs | %% of copy bw |\n|---|---|---|---|---|---|---|---|\n");
+        const Shape sw[] = {{"2B", "gdn qkv", 6144, 2048}, {"9B", "mlp gate/up", 12288, 4096},
+                            {"9B", "mlp down", 4096, 12288}, {"9B", "lm head", 248320, 4096}};
+        for (const Shape& s : sw) {
+            Copies C;
+            make_copies(C, q4, s.rows, s.cols, c.l2);
+            for (int n : {1, 8}) {
+                const double floor = bytes_of(C, s, n) / c.bw;
+                for (int G : {0, 4, 2, 1}) {
+                    if (G && 8 / G < n) continue;
+                    for (int S : {0, 1, 2, 4, 8, 16})
+                        for (int pdl : {0, -1}) {
+                            if (pdl && (G || S)) continue;  // PDL off only for the automatic shape
+                            GemvTuning t = t_new;
+                            t.q_groups = G, t.q_slices = S, t.q_pdl = pdl;
+                            const Timing tm = time_gemv(c, C, n, t);
+                            char kern[128];
+                            linear_gemv_describe(C.w[0], n, kern, sizeof kern, t);
+                            std::printf("| %s %s | %d | %s | %s | %s | %s | %.1f | %.0f %% |\n", s.model, s.name, n,
+                                        G ? std::to_string(G).c_str() : "auto", S ? std::to_string(S).c_str() : "auto",
+                                        pdl < 0 ? "off" : "on", kern, tm.graph_s * 1e6, 100.0 * floor / tm.graph_s);
+                            std::fflush(stdout);
+                        }
+                }
+            }
+        }
+    }
+
+    // ---- 5: prefill ----
+    if (prefill && !only) {
+        std::printf("\n## prefill (n = %lld): exact GEMV in 8-token chunks (linear) and the opt-in bf16 cuBLAS GEMM\n\n",
+                    (long long)gemm_n);
+        std::printf("| model | shape | rows×cols | format | exact ms | bf16 GEMM ms | bf16 TFLOP/s | HBM floor ms "
+                    "|\n|---|---|---|---|---|---|---|---|\n");
+        for (const Shape& s : kShapes) {
+            if (std::strcmp(s.name, "mlp gate/up") != 0 && std::strcmp(s.name, "mlp down") != 0) continue;
+            if (quick && std::strcmp(s.model, "2B") != 0) continue;
+            Copies C;
+            make_copies(C, q4, s.rows, s.cols, c.l2);
+            const Timing te = time_it(int(C.w.size()), quick ? 5 : 10, c.st, [&](int i) {
+                linear(C.w[size_t(i)], c.x, gemm_n, c.y, c.st, nullptr, 0);
+            });
+            const size_t wsb = ember::cuda::linear_gemm_workspace_bytes(C.w[0], gemm_n);
+            void* ws = dmalloc(wsb);
+            const Timing tg = time_it(int(C.w.size()), quick ? 10 : 30, c.st, [&](int i) {
+                ember::cuda::linear_gemm(C.w[size_t(i)], c.x, gemm_n, c.y, c.st, ws, wsb);
+            });
+            const double flop = 2.0 * double(gemm_n) * double(s.rows) * double(s.cols);
+            const double bytes = double(C.bytes) + 4.0 * gemm_n * (s.cols + s.rows);
+            std::printf("| %s | %s | %lld×%lld | q4 g64 | %.3f | %.3f | %.0f | %.3f |\n", s.model, s.name,
+                        (long long)s.rows, (long long)s.cols, te.event_s * 1e3, tg.event_s * 1e3,
+                        flop / tg.event_s / 1e12, bytes / c.bw * 1e3);
+            std::fflush(stdout);
+            CUDA_CHECK(cudaFree(ws));
+        }
+    }
+
+    // ---- summary (last, so it is in the tail of the output) ----
+    std::printf("\n## summary: q4 g64 decode GEMV, q kernel vs mma kernel (graph µs)\n\n");
+    std::printf("| shape | q µs | mma µs | speed-up | q %% of copy bw |\n|---|---|---|---|---|\n");
+    for (const Summary& s : summary)
+        if (s.what.find("q4 g64") != std::string::npos)
+            std::printf("| %s | %.1f | %.1f | %.2f× | %.0f %% |\n", s.what.c_str(), s.new_us, s.old_us,
+                        s.old_us / s.new_us, s.pct);
+    CUDA_CHECK(cudaFree(c.x));
+    CUDA_CHECK(cudaFree(c.y));
+    CUDA_CHECK(cudaStreamDestroy(c.st));
     return 0;
 }

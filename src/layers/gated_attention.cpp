@@ -26,6 +26,16 @@ void KVCache::ensure(int64_t n_tokens) {
     capacity = cap;
 }
 
+void KVCache::append(const float* kr, const float* vr, int64_t pos0, int64_t n) {
+    ensure(pos0 + n);
+    for (int64_t t = 0; t < n; ++t)
+        for (int64_t g = 0; g < n_kv; ++g) {
+            const int64_t dst = (g * capacity + pos0 + t) * head_dim;
+            std::memcpy(&k[dst], &kr[(t * n_kv + g) * head_dim], head_dim * sizeof(float));
+            std::memcpy(&v[dst], &vr[(t * n_kv + g) * head_dim], head_dim * sizeof(float));
+        }
+}
+
 void gated_attention(const GatedAttentionWeights& w, const AttentionShape& s, KVCache& cache, int64_t pos0,
                      const float* x, int64_t n, float* out) {
     const int64_t H = s.n_heads, G = s.n_kv, d = s.head_dim;
@@ -43,13 +53,7 @@ void gated_attention(const GatedAttentionWeights& w, const AttentionShape& s, KV
     rmsnorm(k.data(), w.k_norm.data(), k.data(), n * G, d, s.eps);
     rope_neox(q.data(), n, H, d, s.rot_dim, pos0, s.rope_theta);
     rope_neox(k.data(), n, G, d, s.rot_dim, pos0, s.rope_theta);
-    cache.ensure(pos0 + n);
-    for (int64_t t = 0; t < n; ++t)
-        for (int64_t g = 0; g < G; ++g) {
-            int64_t dst = (g * cache.capacity + pos0 + t) * d;
-            std::memcpy(&cache.k[dst], &k[(t * G + g) * d], d * sizeof(float));
-            std::memcpy(&cache.v[dst], &v[(t * G + g) * d], d * sizeof(float));
-        }
+    cache.append(k.data(), v.data(), pos0, n);
     attention_causal(q.data(), n, H, G, d, cache.k.data(), cache.v.data(), cache.capacity, pos0,
                      1.0f / std::sqrt(static_cast<float>(d)), o.data());
     sigmoid_mul(o.data(), gate.data(), n * H * d);

@@ -26,6 +26,8 @@ struct KVCache {
     int64_t n_kv = 0, head_dim = 0, capacity = 0;
     std::vector<float> k, v;
     void ensure(int64_t n_tokens);  // capacity ≥ n_tokens, keeping the contents
+    // Stores k, v [n, n_kv, head_dim] as the rows of positions pos0 .. pos0+n−1 (growing as needed).
+    void append(const float* k, const float* v, int64_t pos0, int64_t n);
     int64_t bytes() const { return static_cast<int64_t>((k.size() + v.size()) * sizeof(float)); }
 };
 

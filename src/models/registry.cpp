@@ -2,6 +2,8 @@
 #include <filesystem>
 
 #include "io/json_file.h"
+#include "io/gguf.h"
+#include "models/llama.h"
 #include "models/model.h"
 #include "models/qwen35.h"
 
@@ -17,6 +19,28 @@ const Entry kRegistry[] = {
     {"qwen3_5_text", Qwen35::load},
 };
 
+// GGUF files: general.architecture → loader.
+using GgufLoader = Expected<std::unique_ptr<CausalLM>> (*)(std::shared_ptr<const GgufFile> f);
+struct GgufEntry { const char* arch; GgufLoader load; };
+
+const GgufEntry kGgufRegistry[] = {
+    {"llama", Llama::load_gguf},
+    {"qwen2", Llama::load_gguf},
+    {"qwen3", Llama::load_gguf},
+};
+
+Expected<std::unique_ptr<CausalLM>> load_gguf_model(const std::string& path) {
+    EMBER_ASSIGN(std::unique_ptr<GgufFile> f, GgufFile::open(path));
+    EMBER_ASSIGN(std::string arch, f->get_string("general.architecture"));
+    std::shared_ptr<const GgufFile> shared(std::move(f));
+    for (const auto& e : kGgufRegistry)
+        if (arch == e.arch) return e.load(shared);
+    std::string known;
+    for (const auto& e : kGgufRegistry) known += std::string(known.empty() ? "" : ", ") + e.arch;
+    return errorf("%s: GGUF architecture '%s' is not supported (supported: %s)", path.c_str(), arch.c_str(),
+                  known.c_str());
+}
+
 }  // namespace
 
 Expected<std::unique_ptr<CausalLM>> load_model(const std::string& path) {
@@ -24,9 +48,8 @@ Expected<std::unique_ptr<CausalLM>> load_model(const std::string& path) {
     std::error_code ec;
     if (!fs::exists(path, ec)) return errorf("%s: no such file or directory", path.c_str());
     if (!fs::is_directory(path, ec)) {
-        if (path.size() > 5 && path.substr(path.size() - 5) == ".gguf")
-            return errorf("%s: GGUF files are not supported yet", path.c_str());
-        return errorf("%s: expected a model directory (config.json + *.safetensors)", path.c_str());
+        if (path.size() > 5 && path.substr(path.size() - 5) == ".gguf") return load_gguf_model(path);
+        return errorf("%s: expected a model directory (config.json + *.safetensors) or a .gguf file", path.c_str());
     }
     EMBER_ASSIGN(auto config, read_json_file((fs::path(path) / "config.json").string()));
     EMBER_REQUIRE(config.is_object(), "%s/config.json: not a JSON object", path.c_str());

@@ -45,7 +45,7 @@ void AddedTokenMatcher::add(AddedToken t) {
                      [this](int a, int b) { return tokens_[a].content.size() > tokens_[b].content.size(); });
 }
 
-std::vector<Segment> AddedTokenMatcher::split(std::string_view s) const {
+std::vector<Segment> AddedTokenMatcher::split(std::string_view s, bool parse_special) const {
     std::vector<Segment> out;
     size_t start_offset = 0;  // end of the previous accepted match
     size_t pos = 0;           // where the leftmost-longest search continues
@@ -63,6 +63,7 @@ std::vector<Segment> AddedTokenMatcher::split(std::string_view s) const {
         if (!hit) break;
         size_t start = pos - 1, stop = start + hit->content.size();
         pos = stop;  // the iterator resumes after this match even if the rules below discard it
+        if (hit->special && !parse_special) continue;
         if (hit->single_word) {
             bool start_ok = start == 0 || !utf8::is_word_char(utf8::last_cp(s.substr(0, start)));
             bool stop_ok = stop == s.size() || !utf8::is_word_char(utf8::first_cp(s.substr(stop)));

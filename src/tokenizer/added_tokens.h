@@ -25,8 +25,9 @@ class AddedTokenMatcher {
 public:
     void add(AddedToken t);
     bool empty() const { return tokens_.empty(); }
-    // Segments covering all of s in order (plain segments may be empty only when s is).
-    std::vector<Segment> split(std::string_view s) const;
+    // Segments covering all of s in order (plain segments may be empty only when s is). Without parse_special,
+    // matches of special tokens are dropped (HF's split_special_tokens / encode_special_tokens).
+    std::vector<Segment> split(std::string_view s, bool parse_special = true) const;
 
 private:
     std::vector<AddedToken> tokens_;

@@ -72,13 +72,37 @@ Expected<std::unique_ptr<Bpe>> Bpe::from_json(const nlohmann::json& j) {
         } else {
             return errorf("BPE model: merge %u is neither \"a b\" nor [\"a\", \"b\"]", rank + 1);
         }
-        auto ia = m->vocab_.find(a), ib = m->vocab_.find(b), in = m->vocab_.find(a + b);
-        EMBER_REQUIRE(ia != m->vocab_.end(), "BPE model: merge token '%s' is not in the vocab", a.c_str());
-        EMBER_REQUIRE(ib != m->vocab_.end(), "BPE model: merge token '%s' is not in the vocab", b.c_str());
-        EMBER_REQUIRE(in != m->vocab_.end(), "BPE model: merged token '%s' is not in the vocab", (a + b).c_str());
-        m->merges_[pair_key(ia->second, ib->second)] = Merge{rank++, in->second};  // later duplicates win, as in HF
+        EMBER_TRY(m->add_merge(a, b, rank++, /*keep_first=*/false));  // later duplicates win, as in HF
     }
     return m;
+}
+
+Expected<std::unique_ptr<Bpe>> Bpe::from_vocab(std::unordered_map<std::string, int32_t> vocab,
+                                               const std::vector<std::string>& merges, bool ignore_merges) {
+    auto m = std::make_unique<Bpe>();
+    m->vocab_ = std::move(vocab);
+    m->ignore_merges_ = ignore_merges;
+    m->merges_.reserve(merges.size());
+    for (size_t i = 0; i < merges.size(); ++i) {
+        const std::string& line = merges[i];
+        size_t sp = line.find(' ', 1);
+        EMBER_REQUIRE(sp != std::string::npos && sp + 1 < line.size(), "merge %zu is not of the form \"a b\": '%s'",
+                      i, line.c_str());
+        EMBER_TRY(m->add_merge(line.substr(0, sp), line.substr(sp + 1), static_cast<uint32_t>(i),
+                               /*keep_first=*/true));  // llama.cpp: bpe_ranks.emplace
+    }
+    return m;
+}
+
+Status Bpe::add_merge(const std::string& a, const std::string& b, uint32_t rank, bool keep_first) {
+    auto ia = vocab_.find(a), ib = vocab_.find(b), in = vocab_.find(a + b);
+    EMBER_REQUIRE(ia != vocab_.end(), "BPE model: merge token '%s' is not in the vocab", a.c_str());
+    EMBER_REQUIRE(ib != vocab_.end(), "BPE model: merge token '%s' is not in the vocab", b.c_str());
+    EMBER_REQUIRE(in != vocab_.end(), "BPE model: merged token '%s' is not in the vocab", (a + b).c_str());
+    uint64_t key = pair_key(ia->second, ib->second);
+    if (keep_first) merges_.emplace(key, Merge{rank, in->second});
+    else merges_[key] = Merge{rank, in->second};
+    return Status::ok();
 }
 
 std::vector<int32_t> Bpe::merge_word(std::string_view w) const {

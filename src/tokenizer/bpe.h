@@ -19,6 +19,10 @@ class Bpe {
 public:
     // j is the "model" object of tokenizer.json (type BPE).
     static Expected<std::unique_ptr<Bpe>> from_json(const nlohmann::json& j);
+    // GGUF vocabularies (llama.cpp semantics): merges are "a b" split at the first space after the first byte;
+    // a repeated pair keeps its first (lowest) rank; no unknown token.
+    static Expected<std::unique_ptr<Bpe>> from_vocab(std::unordered_map<std::string, int32_t> vocab,
+                                                     const std::vector<std::string>& merges, bool ignore_merges);
 
     // Appends the ids of one pre-token (already byte-level mapped) to out.
     void encode(std::string_view word, std::vector<int32_t>& out) const;
@@ -27,6 +31,8 @@ public:
 
 private:
     std::vector<int32_t> merge_word(std::string_view word) const;
+    // Registers merge (a, b) with `rank`; keep_first: an existing entry for the pair is left alone.
+    Status add_merge(const std::string& a, const std::string& b, uint32_t rank, bool keep_first);
 
     struct Merge {
         uint32_t rank;

@@ -10,26 +10,11 @@
 #include <sstream>
 #include <unordered_map>
 
-#include "tokenizer/added_tokens.h"
-#include "tokenizer/bpe.h"
 #include "tokenizer/byte_level.h"
-#include "tokenizer/normalize.h"
-#include "tokenizer/pretokenize.h"
+#include "tokenizer/tokenizer_impl.h"
 #include "tokenizer/utf8.h"
 
 namespace ember {
-
-struct Tokenizer::Impl {
-    Normalizer normalizer;
-    PreTokenizer pre_tokenizer;
-    std::unique_ptr<Bpe> bpe;
-    AddedTokenMatcher raw_added;   // normalized=false tokens, matched in the raw text
-    AddedTokenMatcher norm_added;  // normalized=true tokens, matched in the normalized text
-    std::unordered_map<std::string, int32_t> added_ids;  // content -> id
-    std::vector<std::string> bytes;                      // id -> bytes it decodes to
-    std::vector<uint8_t> special;                        // id is an added token marked special
-    std::vector<int32_t> eos;
-};
 
 namespace {
 
@@ -129,7 +114,7 @@ Expected<Tokenizer> Tokenizer::from_json(std::string_view tokenizer_json, std::s
 
         Tokenizer tok;
         tok.impl_ = impl;
-        for (const char* s : {"<|im_end|>", "<|endoftext|>", "</s>", "<|end_of_text|>", "<|eot_id|>"})
+        for (const char* s : kEosTokenNames)
             if (int32_t id = tok.token_id(s); id >= 0) impl->eos.push_back(id);
         if (!config_json.empty()) {
             json cfg = json::parse(config_json, nullptr, /*allow_exceptions=*/false);
@@ -147,20 +132,36 @@ Expected<Tokenizer> Tokenizer::from_json(std::string_view tokenizer_json, std::s
     }
 }
 
-std::vector<int32_t> Tokenizer::encode(std::string_view input) const {
+std::vector<int32_t> Tokenizer::encode(std::string_view input) const { return encode(input, false, true); }
+
+std::vector<int32_t> Tokenizer::encode(std::string_view input, bool add_special, bool parse_special) const {
     const Impl& m = *impl_;
     std::string repaired;
     if (!utf8::is_valid(input)) input = repaired = utf8::lossy(input);
     std::vector<int32_t> ids;
     std::vector<std::string> words;
-    for (const Segment& raw : m.raw_added.split(input)) {
+    if (add_special && m.add_bos) ids.push_back(m.bos_id);
+    if (m.from_gguf) {  // llama.cpp: special-token partition, then regex pre-tokenizer and BPE per text fragment
+        for (const Segment& seg : m.gguf_special.split(input, parse_special)) {
+            if (seg.id >= 0) {
+                ids.push_back(seg.id);
+                continue;
+            }
+            words.clear();
+            m.pre_tokenizer.apply(input.substr(seg.begin, seg.end - seg.begin), words);
+            for (const std::string& w : words) m.bpe->encode(w, ids);
+        }
+        if (add_special && m.add_eos) ids.push_back(m.eos_id);
+        return ids;
+    }
+    for (const Segment& raw : m.raw_added.split(input, parse_special)) {
         if (raw.id >= 0) {
             ids.push_back(raw.id);
             continue;
         }
         if (raw.end == raw.begin) continue;
         std::string norm = m.normalizer.apply(input.substr(raw.begin, raw.end - raw.begin));
-        for (const Segment& seg : m.norm_added.split(norm)) {
+        for (const Segment& seg : m.norm_added.split(norm, parse_special)) {
             if (seg.id >= 0) {
                 ids.push_back(seg.id);
                 continue;
@@ -170,6 +171,7 @@ std::vector<int32_t> Tokenizer::encode(std::string_view input) const {
             for (const std::string& w : words) m.bpe->encode(w, ids);
         }
     }
+    if (add_special && m.add_eos) ids.push_back(m.eos_id);
     return ids;
 }
 
@@ -198,5 +200,9 @@ int32_t Tokenizer::vocab_size() const { return static_cast<int32_t>(impl_->bytes
 bool Tokenizer::is_special(int32_t id) const { return id >= 0 && id < vocab_size() && impl_->special[id]; }
 
 std::vector<int32_t> Tokenizer::eos_ids() const { return impl_->eos; }
+
+int32_t Tokenizer::bos_id() const { return impl_->bos_id; }
+bool Tokenizer::add_bos() const { return impl_->add_bos; }
+bool Tokenizer::add_eos() const { return impl_->add_eos; }
 
 }  // namespace ember

@@ -2,6 +2,7 @@
 // (tests/fixtures/tokenizer, made by scripts/make_tokenizer_fixtures.py) for three tokenizer.json files.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -143,6 +144,27 @@ TEST(Tokenizer, TokenIdsSpecialsAndEos) {
     auto v = Tokenizer::load(kDir + "gpt2_variant");
     ASSERT_TRUE(v.is_ok()) << v.message();
     EXPECT_EQ(v->eos_ids(), (std::vector<int32_t>{v->token_id("<|endoftext|>"), v->token_id("[SEP]")}));
+}
+
+// parse_special=false is HF split_special_tokens: special added tokens are plain text, others still match.
+TEST(Tokenizer, ParseSpecialOffAndAddSpecial) {
+    auto q = Tokenizer::load(kDir + "qwen35_like");
+    ASSERT_TRUE(q.is_ok()) << q.message();
+    const std::string s = "<|im_start|>user <tool_call> x<|im_end|>";
+    const int32_t im_start = q->token_id("<|im_start|>"), im_end = q->token_id("<|im_end|>");
+    const int32_t tool = q->token_id("<tool_call>");
+    auto on = q->encode(s, false, true), off = q->encode(s, false, false);
+    EXPECT_EQ(on, q->encode(s));
+    EXPECT_EQ(on.front(), im_start);
+    EXPECT_EQ(on.back(), im_end);
+    for (int32_t id : off) EXPECT_TRUE(id != im_start && id != im_end) << show(off);
+    EXPECT_NE(std::find(off.begin(), off.end(), tool), off.end()) << show(off);  // not special: still matched
+    EXPECT_EQ(q->decode(off), s);
+    // tokenizer.json carries no BOS/EOS policy: add_special changes nothing.
+    EXPECT_EQ(q->bos_id(), -1);
+    EXPECT_FALSE(q->add_bos());
+    EXPECT_FALSE(q->add_eos());
+    EXPECT_EQ(q->encode(s, true, true), on);
 }
 
 TEST(Tokenizer, LongInputsRoundTrip) {  // long runs exercise the PCRE2 JIT stack and the BPE merge loop

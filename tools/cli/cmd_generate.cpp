@@ -22,13 +22,15 @@ void usage() {
         "  --top-k K --top-p P --min-p P\n"
         "  --repeat-penalty R --presence-penalty P --frequency-penalty F\n"
         "  --seed S          sampling seed (same seed, same tokens)\n"
-        "  --chat            wrap the prompt in Qwen's ChatML template (--no-think adds an empty think block)\n"
+        "  --chat            format the prompt with the model's chat template (GGUF / tokenizer_config.json; ChatML\n"
+        "                    when the model has none); --no-think disables thinking (Qwen)\n"
         "  --ignore-eos      do not stop at end-of-sequence tokens\n"
         "  --threads N       CPU threads\n"
         "  --device D        auto (default: cuda when built with CUDA and a GPU is present), cpu or cuda\n"
         "  -c, --ctx-size N  context capacity of the GPU KV cache (default 4096)\n"
         "  --trace           per decode step on stderr: kernels, GPU time, wall time (also EMBER_TRACE=1)\n"
-        "A model without tokenizer.json (or --synthetic) takes --tokens 1,2,3 or --prompt-len N and prints ids.\n");
+        "MODEL is a directory (config.json + safetensors) or a .gguf file. A model without a tokenizer (or\n"
+        "--synthetic) takes --tokens 1,2,3 or --prompt-len N and prints ids.\n");
 }
 }  // namespace
 
@@ -61,17 +63,22 @@ int cmd_generate(int argc, char** argv) {
     if (!m) return fail("generate", m.message());
     const CausalLM& lm = **m;
 
-    std::unique_ptr<Tokenizer> tok;
-    if (!model.empty() && std::filesystem::exists(std::filesystem::path(model) / "tokenizer.json")) {
-        auto t = Tokenizer::load(model);
-        if (!t) return fail("generate", t.message());
-        tok = std::make_unique<Tokenizer>(std::move(t.value()));
-    }
+    auto tok_or = open_tokenizer(model);
+    if (!tok_or) return fail("generate", tok_or.message());
+    std::unique_ptr<Tokenizer> tok = std::move(tok_or.value());
     std::vector<int32_t> ids;
     if (!prompt.empty()) {
-        if (!tok) return fail("generate", "this model has no tokenizer.json: use --tokens or --prompt-len");
-        std::string text = chat ? apply_chatml({{"user", prompt}}, true, !no_think) : prompt;
-        ids = tok->encode(text);
+        if (!tok) return fail("generate", "this model has no tokenizer: use --tokens or --prompt-len");
+        std::string text = prompt;
+        if (chat) {
+            auto t = format_chat(model, *tok, prompt, !no_think);
+            if (!t) return fail("generate", t.message());
+            text = t.value();
+        }
+        // llama.cpp semantics: BOS as the model asks (unless the template already wrote it), special tokens parsed.
+        const int32_t bos = tok->bos_id();
+        const bool has_bos = bos >= 0 && text.rfind(tok->token_bytes(bos), 0) == 0;
+        ids = tok->encode(text, /*add_special=*/!has_bos, /*parse_special=*/true);
     } else if (!toks.empty()) {
         auto r = parse_token_list(toks);
         if (!r) return fail("generate", r.message());

@@ -8,4 +8,5 @@ int cmd_tokenize(int argc, char** argv);
 int cmd_convert(int argc, char** argv);
 int cmd_info(int argc, char** argv);
 int cmd_bench(int argc, char** argv);
+int cmd_perplexity(int argc, char** argv);
 }  // namespace ember::cli

@@ -2,10 +2,19 @@
 #include "common.h"
 
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "io/gguf.h"
+#include "io/json_file.h"
+#include "template/chat_template.h"
+#include "template/model_chat_templates.h"
+#include "tokenizer/gguf_tokenizer.h"
 
 #ifdef EMBER_HAVE_CUDA
 #include "backend/cuda/device.h"
-#include "backend/cuda/qwen35_cuda.h"
+#include "backend/cuda/cuda_model.h"
 #endif
 
 namespace ember::cli {
@@ -38,10 +47,57 @@ Expected<std::unique_ptr<CausalLM>> open_model(const std::string& path, const st
     if (dev == "cuda") {
         cuda::CudaOptions opt;
         opt.context = context;
-        return cuda::make_qwen35_cuda(std::move(m), opt);
+        return cuda::make_cuda_model(std::move(m), opt);
     }
 #endif
     return m;
+}
+
+bool is_gguf_path(const std::string& path) {
+    return path.size() > 5 && path.compare(path.size() - 5, 5, ".gguf") == 0 && !std::filesystem::is_directory(path);
+}
+
+Expected<std::unique_ptr<Tokenizer>> open_tokenizer(const std::string& model_path) {
+    namespace fs = std::filesystem;
+    if (model_path.empty()) return std::unique_ptr<Tokenizer>();
+    if (is_gguf_path(model_path)) {
+        EMBER_ASSIGN(auto f, GgufFile::open(model_path));
+        EMBER_ASSIGN(Tokenizer t, tokenizer_from_gguf(*f));
+        return std::make_unique<Tokenizer>(std::move(t));
+    }
+    if (!fs::exists(fs::path(model_path) / "tokenizer.json")) return std::unique_ptr<Tokenizer>();
+    EMBER_ASSIGN(Tokenizer t, Tokenizer::load(model_path));
+    return std::make_unique<Tokenizer>(std::move(t));
+}
+
+Expected<std::string> open_chat_template(const std::string& model_path) {
+    if (model_path.empty()) return std::string();
+    if (is_gguf_path(model_path)) {
+        EMBER_ASSIGN(auto f, GgufFile::open(model_path));
+        return chat_template_from_gguf(*f);
+    }
+    EMBER_ASSIGN(ModelChatTemplates t, load_model_chat_templates(model_path));
+    if (t.templates.empty()) return std::string();
+    return t.select(/*with_tools=*/false);
+}
+
+Expected<std::string> format_chat(const std::string& model_path, const Tokenizer& tok, const std::string& user,
+                                  bool thinking) {
+    EMBER_ASSIGN(std::string tmpl, open_chat_template(model_path));
+    if (tmpl.empty()) return apply_chatml({{"user", user}}, true, thinking);
+    nlohmann::ordered_json extra = nlohmann::ordered_json::object();
+    if (is_gguf_path(model_path)) {  // special tokens from the GGUF vocabulary
+        if (tok.bos_id() >= 0) extra["bos_token"] = tok.token_bytes(tok.bos_id());
+        const auto eos = tok.eos_ids();
+        if (!eos.empty()) extra["eos_token"] = tok.token_bytes(eos[0]);
+    } else {
+        EMBER_ASSIGN(ModelChatTemplates t, load_model_chat_templates(model_path));
+        extra = t.special_tokens;
+    }
+    if (!thinking) extra["enable_thinking"] = false;
+    nlohmann::ordered_json messages = nlohmann::ordered_json::array();
+    messages.push_back({{"role", "user"}, {"content", user}});
+    return apply_chat_template(tmpl, messages, /*add_generation_prompt=*/true, extra);
 }
 
 Expected<std::vector<int32_t>> parse_token_list(const std::string& s) {

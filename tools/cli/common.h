@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "models/model.h"
+#include "tokenizer/tokenizer.h"
 
 namespace ember::cli {
 
@@ -15,6 +16,17 @@ int fail(const char* cmd, const std::string& msg);
 // "cpu", "cuda", or "auto" (cuda when this build has it and a GPU is present).
 Expected<std::unique_ptr<CausalLM>> open_model(const std::string& path, const std::string& synthetic,
                                                const std::string& device = "auto", int64_t context = 4096);
+// The tokenizer of a model path: tokenizer.json of a directory, or a .gguf file's metadata; nullptr when the
+// model has none (a directory without tokenizer.json, or a synthetic model: path "").
+Expected<std::unique_ptr<Tokenizer>> open_tokenizer(const std::string& model_path);
+// The chat template of a model path (a .gguf file's tokenizer.chat_template, or tokenizer_config.json's
+// chat_template / chat_template.jinja in a directory); "" when there is none.
+Expected<std::string> open_chat_template(const std::string& model_path);
+bool is_gguf_path(const std::string& path);
+// One user message formatted with the model's chat template (open_chat_template), add_generation_prompt on;
+// ChatML when the model has no template. thinking=false sets enable_thinking=false (Qwen templates).
+Expected<std::string> format_chat(const std::string& model_path, const Tokenizer& tok, const std::string& user,
+                                  bool thinking);
 // The device "auto" resolves to.
 std::string resolve_device(const std::string& device);
 // "1,2,3" → ids (error on anything else).

@@ -16,6 +16,7 @@ const Command kCommands[] = {
     {"tokenize", ember::cli::cmd_tokenize, "print the token ids of a text"},
     {"convert", ember::cli::cmd_convert, "convert an HF bf16 checkpoint to MLX affine 4/8-bit"},
     {"info", ember::cli::cmd_info, "describe a model: architecture, sizes, quantization, memory"},
+    {"perplexity", ember::cli::cmd_perplexity, "llama.cpp-compatible perplexity of a text file"},
     {"bench", ember::cli::cmd_bench, "prefill / decode throughput vs the memory-bandwidth floor"},
 };
 

@@ -1,6 +1,8 @@
 // DeviceArena implementation.
 #include "backend/cuda/weight_upload.h"
 
+#include <cstdint>
+
 namespace ember::cuda {
 
 Expected<const void*> DeviceArena::put(const void* src, size_t bytes, const char* what) {
@@ -18,6 +20,31 @@ Expected<Weight> DeviceArena::upload(const Weight& w, const char* what) {
         size_t sb = static_cast<size_t>(w.rows * (w.cols / w.group_size)) * dtype_size(w.sb_dtype);
         EMBER_ASSIGN(d.scales, put(w.scales, sb, what));
         EMBER_ASSIGN(d.biases, put(w.biases, sb, what));
+    }
+    return d;
+}
+
+Expected<Weight> DeviceArena::upload_stacked(const std::vector<const Weight*>& parts, const char* what) {
+    EMBER_REQUIRE(!parts.empty(), "upload_stacked: no parts");
+    Weight d = *parts[0];
+    d.rows = 0;
+    for (const Weight* w : parts) {
+        EMBER_REQUIRE(w->same_layout(*parts[0]), "upload_stacked(%s): parts differ in format", what);
+        d.rows += w->rows;
+    }
+    auto stack = [&](auto member, int64_t row_bytes_of_part0, bool sb) -> Expected<const void*> {
+        std::vector<uint8_t> host;
+        host.reserve(static_cast<size_t>(d.rows * row_bytes_of_part0));
+        for (const Weight* w : parts) {
+            const auto* p = static_cast<const uint8_t*>(w->*member);
+            host.insert(host.end(), p, p + w->rows * (sb ? w->row_sb_bytes() : w->row_bytes()));
+        }
+        return put(host.data(), host.size(), what);
+    };
+    EMBER_ASSIGN(d.data, stack(&Weight::data, d.row_bytes(), false));
+    if (d.format == WeightFormat::AFFINE) {
+        EMBER_ASSIGN(d.scales, stack(&Weight::scales, d.row_sb_bytes(), true));
+        EMBER_ASSIGN(d.biases, stack(&Weight::biases, d.row_sb_bytes(), true));
     }
     return d;
 }

@@ -11,6 +11,9 @@ namespace ember::cuda {
 class DeviceArena {
 public:
     Expected<Weight> upload(const Weight& w, const char* what);
+    // The weights stacked along rows into one device matrix (one GEMV for several projections of the same
+    // input); error unless all share one layout (Weight::same_layout). Parts are recovered with rows_view().
+    Expected<Weight> upload_stacked(const std::vector<const Weight*>& parts, const char* what);
     Expected<const float*> upload(const std::vector<float>& v, const char* what);
     int64_t bytes() const { return bytes_; }
 

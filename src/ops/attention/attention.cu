@@ -24,6 +24,9 @@ constexpr float kLog2e = 1.4426950408889634f;
 
 struct RopeFreq {
     float inv_freq[kMaxHalfRot];  // rope_inv_freq(), computed on the host exactly as the CPU op does
+    float factor[kMaxHalfRot];    // frequency factors (angle / factor) when has_factor
+    int interleaved;              // pairs (2j, 2j+1) instead of NeoX (j, j + half)
+    int has_factor;
 };
 
 __device__ __forceinline__ float warp_sum(float v) {
@@ -64,6 +67,8 @@ __device__ __forceinline__ int64_t split_chunk(int64_t T, int n_splits) {
 
 __device__ __forceinline__ bool position_ok(int32_t pos0, int64_t pos, int64_t cap) { return pos0 >= 0 && pos < cap; }
 
+// sigmoid(kNoGate) = 1 exactly (expf(−inf) = 0): the ungated layers reuse the gated epilogue unchanged.
+constexpr float kNoGate = __builtin_huge_valf();
 __device__ __forceinline__ float sigmoidf_(float x) { return 1.0f / (1.0f + expf(-x)); }
 
 // ---- 1. prologue --------------------------------------------------------------------------------------------
@@ -71,14 +76,14 @@ __device__ __forceinline__ float sigmoidf_(float x) { return 1.0f / (1.0f + expf
 // Thread c owns element c of the head vector.
 template <int D>
 __global__ void __launch_bounds__(D)
-    qk_prologue(const float* __restrict__ qg,      // [n, H, 2, D]
+    qk_prologue(const float* __restrict__ qg,      // [n, H, 2, D] (gated) or [n, H, D]
                 const float* __restrict__ k,       // [n, G, D]
                 const float* __restrict__ v,       // [n, G, D]
                 const float* __restrict__ q_norm,  // [D]
                 const float* __restrict__ k_norm,  // [D]
                 float* __restrict__ Kc, float* __restrict__ Vc,  // [G, cap, D]
                 float* __restrict__ q_out,         // [n, H, D]
-                const int32_t* __restrict__ pos0_dev, int H, int G, int64_t cap, int half,
+                const int32_t* __restrict__ pos0_dev, int H, int G, int64_t cap, int half, int q_stride,
                 const __grid_constant__ RopeFreq rf, float eps) {
     __shared__ float row[D];
     const int t = blockIdx.y, hh = blockIdx.x, c = threadIdx.x;
@@ -86,20 +91,25 @@ __global__ void __launch_bounds__(D)
     const int64_t pos = int64_t(pos0) + t;
     const bool is_q = hh < H;
     const int g = hh - H;
-    const float* src = is_q ? qg + (int64_t(t) * H + hh) * 2 * D : k + (int64_t(t) * G + g) * D;
+    const float* src = is_q ? qg + (int64_t(t) * H + hh) * q_stride : k + (int64_t(t) * G + g) * D;
     const float x = src[c];
+    const float* nw = is_q ? q_norm : k_norm;
     const float ss = block_reduce<D, false>(x * x);
     const float inv = 1.0f / sqrtf(ss / static_cast<float>(D) + eps);  // as the CPU rmsnorm
-    row[c] = x * inv * (is_q ? q_norm : k_norm)[c];
+    row[c] = nw ? x * inv * nw[c] : x;
     __syncthreads();
     float y = row[c];
-    if (c < 2 * half) {  // NeoX pairs (j, j + half); product and difference unfused, as the CPU op
-        const int j = c < half ? c : c - half;
-        const float a = row[j], b = row[j + half];
-        const float phi = __fmul_rn(static_cast<float>(pos), rf.inv_freq[j]);
+    if (c < 2 * half) {  // product and difference unfused, as the CPU op
+        // NeoX pairs (j, j + half) or interleaved pairs (2j, 2j + 1); `first` = c holds the pair's a element.
+        const bool il = rf.interleaved != 0;
+        const int j = il ? c >> 1 : (c < half ? c : c - half);
+        const bool first = il ? (c & 1) == 0 : c < half;
+        const float a = il ? row[2 * j] : row[j], b = il ? row[2 * j + 1] : row[j + half];
+        float phi = __fmul_rn(static_cast<float>(pos), rf.inv_freq[j]);
+        if (rf.has_factor) phi = __fdiv_rn(phi, rf.factor[j]);
         float sn, cs;
         sincosf(phi, &sn, &cs);
-        y = c < half ? __fsub_rn(__fmul_rn(a, cs), __fmul_rn(b, sn)) : __fadd_rn(__fmul_rn(b, cs), __fmul_rn(a, sn));
+        y = first ? __fsub_rn(__fmul_rn(a, cs), __fmul_rn(b, sn)) : __fadd_rn(__fmul_rn(b, cs), __fmul_rn(a, sn));
     }
     if (is_q) {
         q_out[(int64_t(t) * H + hh) * D + c] = y;
@@ -121,7 +131,7 @@ __global__ void __launch_bounds__(kThreads)
     attn_split(const float* __restrict__ q_ws,    // [n, H, D] normed + roped
                const float* __restrict__ Kc,      // [G, cap, D]
                const float* __restrict__ Vc,      // [G, cap, D]
-               const float* __restrict__ qg,      // [n, H, 2, D] (gate half)
+               const float* __restrict__ qg,      // [n, H, 2, D] (gate half), or nullptr: no output gate
                const int32_t* __restrict__ pos0_dev, int H, int G, int n_sub, int64_t cap, int n_splits,
                float q_scale,                     // d^-0.5 · log2(e): scores in base 2
                float* __restrict__ part_acc,      // [n_splits, H, D]   decode only
@@ -262,7 +272,8 @@ __global__ void __launch_bounds__(kThreads)
             }
             const int h = h0 + r;
             if (direct) {
-                const float4 gt = reinterpret_cast<const float4*>(qg + (int64_t(tok) * H + h) * 2 * D + D)[c4];
+                const float4 gt = qg ? reinterpret_cast<const float4*>(qg + (int64_t(tok) * H + h) * 2 * D + D)[c4]
+                                     : make_float4(kNoGate, kNoGate, kNoGate, kNoGate);
                 const float l = ml_s[r][1];
                 reinterpret_cast<float4*>(out + (int64_t(tok) * H + h) * D)[c4] =
                     make_float4(o.x / l * sigmoidf_(gt.x), o.y / l * sigmoidf_(gt.y), o.z / l * sigmoidf_(gt.z),
@@ -343,7 +354,8 @@ __global__ void __launch_bounds__(kCombineThreads)
             o.z += x.z;
             o.w += x.w;
         }
-        const float4 gt = reinterpret_cast<const float4*>(qg + int64_t(h) * 2 * D + D)[col4];
+        const float4 gt = qg ? reinterpret_cast<const float4*>(qg + int64_t(h) * 2 * D + D)[col4]
+                             : make_float4(kNoGate, kNoGate, kNoGate, kNoGate);
         reinterpret_cast<float4*>(out + int64_t(h) * D)[col4] =
             make_float4(o.x / L * sigmoidf_(gt.x), o.y / L * sigmoidf_(gt.y), o.z / L * sigmoidf_(gt.z),
                         o.w / L * sigmoidf_(gt.w));
@@ -373,22 +385,27 @@ void launch(const GatedAttentionDims& d, const float* qg, const float* k, const 
     const int H = static_cast<int>(d.n_heads), G = static_cast<int>(d.n_kv);
     RopeFreq rf{};
     rope_inv_freq(d.rot_dim, d.rope_theta, rf.inv_freq);
+    rf.interleaved = d.rope_interleaved ? 1 : 0;
+    rf.has_factor = d.freq_factors ? 1 : 0;
+    for (int64_t j = 0; d.freq_factors && j < d.rot_dim / 2; ++j) rf.factor[j] = d.freq_factors[j];
+    const float* gate = d.gated ? qg : nullptr;
     float* q_ws = reinterpret_cast<float*>(ws + L.q_off);
     float* part_acc = reinterpret_cast<float*>(ws + L.acc_off);
     float* part_ml = reinterpret_cast<float*>(ws + L.ml_off);
 
     qk_prologue<D><<<dim3(unsigned(H + G), unsigned(n)), D, 0, st>>>(qg, k, v, q_norm, k_norm, Kc, Vc, q_ws, pos0_dev, H,
-                                                                    G, d.capacity, int(d.rot_dim / 2), rf, d.eps);
+                                                                    G, d.capacity, int(d.rot_dim / 2),
+                                                                    int(d.gated ? 2 * D : D), rf, d.eps);
     CUDA_CHECK(cudaGetLastError());
 
     const int R = H / G, n_sub = (R + kRMax - 1) / kRMax;
     const int n_splits = n == 1 ? static_cast<int>(gated_attention_decode_splits(d)) : 1;
     const float q_scale = (1.0f / std::sqrt(static_cast<float>(D))) * kLog2e;
     attn_split<D><<<dim3(unsigned(n_splits), unsigned(G * n_sub), unsigned(n)), kThreads, 0, st>>>(
-        q_ws, Kc, Vc, qg, pos0_dev, H, G, n_sub, d.capacity, n_splits, q_scale, part_acc, part_ml, out);
+        q_ws, Kc, Vc, gate, pos0_dev, H, G, n_sub, d.capacity, n_splits, q_scale, part_acc, part_ml, out);
     CUDA_CHECK(cudaGetLastError());
     if (n_splits > 1) {
-        attn_combine<D><<<dim3(unsigned(H), unsigned(D / kCombineCols)), kCombineThreads, 0, st>>>(part_acc, part_ml, qg, pos0_dev, H, d.capacity, n_splits, out);
+        attn_combine<D><<<dim3(unsigned(H), unsigned(D / kCombineCols)), kCombineThreads, 0, st>>>(part_acc, part_ml, gate, pos0_dev, H, d.capacity, n_splits, out);
         CUDA_CHECK(cudaGetLastError());
     }
 }

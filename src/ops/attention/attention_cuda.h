@@ -47,6 +47,10 @@ struct GatedAttentionDims {
     int64_t rot_dim = 0;            // even, 0 < rot_dim ≤ min(head_dim, 256)
     float rope_theta = 0.f, eps = 0.f;
     int64_t capacity = 0;           // rows per kv head in the cache
+    // Variants for the Llama family (layers/attention.h), defaults = Qwen3.5's gated attention:
+    bool gated = true;              // qg = [n, H, 2, d] (query | gate) and out = σ(gate) ⊙ o; false: qg = q [n, H, d]
+    bool rope_interleaved = false;  // RoPE pairs (2j, 2j+1) (GGUF llama) instead of NeoX (j, j + rot/2)
+    const float* freq_factors = nullptr;  // HOST array [rot_dim/2] or nullptr: angle / factor (ops/rope/rope.h)
 };
 
 // Key splits a decode step launches (a pure function of the dims: about 4 blocks per SM of an H200 at long
@@ -60,7 +64,7 @@ size_t gated_attention_workspace_bytes(const GatedAttentionDims& d, int64_t max_
 // Host check the caller runs before a step: error unless 0 ≤ pos0 and pos0 + n ≤ capacity.
 Status check_kv_capacity(int64_t pos0, int64_t n, int64_t capacity);
 
-// qg [n, n_heads, 2, d] (q_proj output), k, v [n, n_kv, d] (k_proj / v_proj outputs), q_norm, k_norm [d],
+// qg [n, n_heads, 2, d] (q_proj output; [n, n_heads, d] when !gated), k, v [n, n_kv, d], q_norm, k_norm [d] or nullptr (no norm),
 // K_cache, V_cache [n_kv, capacity, d], pos0_dev: device int32 position of token 0, out [n, n_heads·d] (must
 // not alias the inputs), workspace ≥ gated_attention_workspace_bytes(dims, n) bytes. qg, out, the caches and
 // the workspace must be 16-byte aligned. n ≤ 65535.

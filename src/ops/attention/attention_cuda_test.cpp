@@ -80,18 +80,26 @@ Inputs make_inputs(const GatedAttentionDims& d, int64_t n, uint64_t seed) {
 // CPU side: the layer's composition with the fp64 references. Kh, Vh [G, cap, D] hold rows [0, pos0) and get
 // the new rows; returns out [n, H·D]; k_new [n, G, D] receives the normed + rotated keys.
 std::vector<float> cpu_attention(const GatedAttentionDims& d, const Inputs& in, std::vector<float>& Kh,
-                                 std::vector<float>& Vh, int64_t pos0, int64_t n, std::vector<float>* k_new) {
+                                 std::vector<float>& Vh, int64_t pos0, int64_t n, std::vector<float>* k_new,
+                                 bool use_norm = true) {
     const int64_t H = d.n_heads, G = d.n_kv, D = d.head_dim, cap = d.capacity;
     std::vector<float> q(size_t(n * H * D)), gate(size_t(n * H * D)), k = in.k, o(size_t(n * H * D));
-    for (int64_t t = 0; t < n; ++t)
-        for (int64_t h = 0; h < H; ++h) {
-            std::memcpy(&q[size_t((t * H + h) * D)], &in.qg[size_t((t * H + h) * 2 * D)], size_t(D) * 4);
-            std::memcpy(&gate[size_t((t * H + h) * D)], &in.qg[size_t((t * H + h) * 2 * D + D)], size_t(D) * 4);
-        }
-    rmsnorm_ref(q.data(), in.qn.data(), q.data(), n * H, D, d.eps);
-    rmsnorm_ref(k.data(), in.kn.data(), k.data(), n * G, D, d.eps);
-    rope_neox_ref(q.data(), n, H, D, d.rot_dim, pos0, d.rope_theta);
-    rope_neox_ref(k.data(), n, G, D, d.rot_dim, pos0, d.rope_theta);
+    if (d.gated) {
+        for (int64_t t = 0; t < n; ++t)
+            for (int64_t h = 0; h < H; ++h) {
+                std::memcpy(&q[size_t((t * H + h) * D)], &in.qg[size_t((t * H + h) * 2 * D)], size_t(D) * 4);
+                std::memcpy(&gate[size_t((t * H + h) * D)], &in.qg[size_t((t * H + h) * 2 * D + D)], size_t(D) * 4);
+            }
+    } else {  // plain q [n, H, D]: the first n·H·D inputs
+        std::memcpy(q.data(), in.qg.data(), q.size() * 4);
+    }
+    if (use_norm) {
+        rmsnorm_ref(q.data(), in.qn.data(), q.data(), n * H, D, d.eps);
+        rmsnorm_ref(k.data(), in.kn.data(), k.data(), n * G, D, d.eps);
+    }
+    const RopeStyle style = d.rope_interleaved ? RopeStyle::INTERLEAVED : RopeStyle::NEOX;
+    rope_ref(q.data(), n, H, D, d.rot_dim, pos0, d.rope_theta, style, d.freq_factors);
+    rope_ref(k.data(), n, G, D, d.rot_dim, pos0, d.rope_theta, style, d.freq_factors);
     for (int64_t t = 0; t < n; ++t)
         for (int64_t g = 0; g < G; ++g) {
             std::memcpy(&Kh[size_t((g * cap + pos0 + t) * D)], &k[size_t((t * G + g) * D)], size_t(D) * 4);
@@ -99,7 +107,7 @@ std::vector<float> cpu_attention(const GatedAttentionDims& d, const Inputs& in, 
         }
     attention_causal_ref(q.data(), n, H, G, D, Kh.data(), Vh.data(), cap, pos0,
                          1.0f / std::sqrt(static_cast<float>(D)), o.data());
-    sigmoid_mul_ref(o.data(), gate.data(), n * H * D);
+    if (d.gated) sigmoid_mul_ref(o.data(), gate.data(), n * H * D);
     if (k_new) *k_new = k;
     return o;
 }
@@ -128,6 +136,7 @@ struct Gpu {
     int64_t n_max;
     DeviceBuffer qg, k, v, qn, kn, K, V, pos, out, ws;
     size_t ws_bytes;
+    bool use_norm = true;  // false: q/k norm pointers are nullptr (Llama)
     Gpu(const GatedAttentionDims& dims, int64_t n_max_) : d(dims), n_max(n_max_) {
         const size_t H = size_t(d.n_heads), G = size_t(d.n_kv), D = size_t(d.head_dim), N = size_t(n_max);
         qg = dev_alloc(N * H * 2 * D * 4);
@@ -162,7 +171,8 @@ struct Gpu {
         CUDA_CHECK(cudaMemset(out.get(), 0xff, out.bytes()));
     }
     void call(int64_t n, cudaStream_t s) {
-        gated_attention_core(d, qg.as<float>(), k.as<float>(), v.as<float>(), qn.as<float>(), kn.as<float>(),
+        gated_attention_core(d, qg.as<float>(), k.as<float>(), v.as<float>(), use_norm ? qn.as<float>() : nullptr,
+                             use_norm ? kn.as<float>() : nullptr,
                              K.as<float>(), V.as<float>(), pos.as<int32_t>(), n, out.as<float>(), ws.get(), ws_bytes,
                              s);
     }
@@ -200,7 +210,7 @@ void check_call(Gpu& gpu, std::vector<float>& Kh, std::vector<float>& Vh, int64_
     gpu.call(n, nullptr);
     CUDA_CHECK(cudaDeviceSynchronize());
     std::vector<float> k_new;
-    const std::vector<float> want = cpu_attention(gpu.d, in, Kh, Vh, pos0, n, &k_new);
+    const std::vector<float> want = cpu_attention(gpu.d, in, Kh, Vh, pos0, n, &k_new, gpu.use_norm);
     expect_close(gpu.result(n), want, "out");
     const int64_t D = gpu.d.head_dim;
     for (int64_t t = 0; t < n; t += (n > 8 ? 7 : 1))
@@ -249,6 +259,35 @@ TEST(AttentionCuda, DecodeSmallOddShapes) {
         std::vector<float> Kh, Vh;
         make_host_cache(d, c.cap, seed++, Kh, Vh);
         for (int64_t p : c.pos) check_call(gpu, Kh, Vh, p, 1, seed += 10);
+    }
+}
+
+// The Llama-family variants: no output gate, plain q, interleaved or NeoX RoPE with frequency factors, with and
+// without q/k norm (SmolLM2: H 9 / G 3 / d 64; Llama 3: 32 / 8 / 128; Qwen3: q/k norm, NeoX), decode and prefill.
+TEST(AttentionCuda, StandardAttentionVariants) {
+    SKIP_WITHOUT_GPU();
+    struct C { int64_t H, G, D; bool interleaved, factors, norm; };
+    const C cases[] = {{9, 3, 64, true, false, false}, {32, 8, 128, true, true, false}, {16, 8, 128, false, false, true},
+                       {6, 2, 64, false, true, false}};
+    uint64_t seed = 7000;
+    for (const C& c : cases) {
+        GatedAttentionDims d = make_dims(c.H, c.G, c.D, c.D, 300);
+        d.rope_theta = 1e5f;
+        d.gated = false;
+        d.rope_interleaved = c.interleaved;
+        std::vector<float> ff(size_t(c.D / 2));
+        for (size_t j = 0; j < ff.size(); ++j) ff[j] = 1.f + 0.5f * float(j % 7);
+        if (c.factors) d.freq_factors = ff.data();
+        std::vector<float> Kh, Vh;
+        make_host_cache(d, d.capacity, seed++, Kh, Vh);
+        {
+            Gpu gpu(d, 1);
+            gpu.use_norm = c.norm;
+            for (int64_t p : {0, 1, 77, 299}) check_call(gpu, Kh, Vh, p, 1, seed += 10);
+        }
+        Gpu gpu(d, 40);
+        gpu.use_norm = c.norm;
+        for (int64_t p : {0, 13}) check_call(gpu, Kh, Vh, p, 40, seed += 10);
     }
 }
 

@@ -1,5 +1,6 @@
 // ops/linear/linear.cpp: linear() — argument checks, x preparation (per-group sums, AVX2 block permutation),
-// threads over rows, CPU dispatch — and the portable row kernel (any format; affine bits 3/5/6 everywhere).
+// threads over rows, CPU dispatch — and the portable row kernel (any format; affine bits 3/5/6 everywhere;
+// GGML blocks: each block dequantized by quant/ggml_blocks.h, then an fp32 dot product per token).
 #include "ops/linear/linear.h"
 
 #include <algorithm>
@@ -10,6 +11,7 @@
 #include "core/parallel.h"
 #include "ops/linear/linear_kernels.h"
 #include "quant/affine.h"
+#include "quant/ggml_blocks.h"
 
 namespace ember {
 namespace linear_detail {
@@ -17,9 +19,28 @@ namespace {
 
 std::atomic<int> g_isa_limit{static_cast<int>(Isa::Avx512)};
 
+bool ggml_avx2_type(GgmlType t) {  // the types linear_ggml_avx2.cpp has kernels for
+    switch (t) {
+        case GgmlType::Q4_0: case GgmlType::Q4_1: case GgmlType::Q5_0: case GgmlType::Q8_0:
+        case GgmlType::Q4_K: case GgmlType::Q5_K: case GgmlType::Q6_K: return true;
+        default: return false;
+    }
+}
+
 bool avx2_handles(const Weight& W) {
     if (W.format == WeightFormat::DENSE) return true;
+    if (W.format == WeightFormat::GGML) return ggml_avx2_type(W.ggml_type);
     return W.bits == 2 || W.bits == 4 || W.bits == 8;
+}
+
+// A GGML weight of a plain type (F32/F16/BF16) is an ordinary dense matrix.
+bool ggml_plain(GgmlType t, DType* dt) {
+    switch (t) {
+        case GgmlType::F32: *dt = DType::F32; return true;
+        case GgmlType::F16: *dt = DType::F16; return true;
+        case GgmlType::BF16: *dt = DType::BF16; return true;
+        default: return false;
+    }
 }
 
 // Codes [c0, c0 + cnt) of a packed row as floats; c0·bits and cnt·bits are multiples of 32 (whole words).
@@ -84,12 +105,20 @@ void rows_portable(const Args& a, int64_t r0, int64_t r1, float* scratch) {
     (void)scratch;
     const Weight& W = *a.W;
     const int64_t K = W.cols, rows = W.rows, n = a.n;
-    float buf[128];  // one decoded group (≤ 128) or dense chunk
+    float buf[256];  // one decoded group (≤ 128), GGML block (≤ 256) or dense chunk (128)
     for (int64_t r = r0; r < r1; ++r) {
         for (int64_t t0 = 0; t0 < n; t0 += kTokenTile) {
             const int64_t tn = std::min(kTokenTile, n - t0);
             float acc[kTokenTile] = {0, 0, 0, 0};
-            if (W.format == WeightFormat::AFFINE) {
+            if (W.format == WeightFormat::GGML) {  // each block decoded once per token tile
+                const GgmlTypeTraits tr = ggml_type_traits(W.ggml_type);
+                const int64_t be = tr.block_elems, nb = K / be;
+                const uint8_t* row = static_cast<const uint8_t*>(W.data) + r * nb * tr.block_bytes;
+                for (int64_t b = 0; b < nb; ++b) {
+                    ggml_dequantize(W.ggml_type, row + b * tr.block_bytes, be, buf);
+                    for (int64_t t = 0; t < tn; ++t) acc[t] += dot(buf, a.x + (t0 + t) * K + b * be, be);
+                }
+            } else if (W.format == WeightFormat::AFFINE) {
                 const int64_t gs = W.group_size, ng = K / gs;
                 const uint32_t* row = static_cast<const uint32_t*>(W.data) + r * affine_row_words(K, W.bits);
                 for (int64_t g = 0; g < ng; ++g) {
@@ -119,7 +148,18 @@ void rows_portable(const Args& a, int64_t r0, int64_t r1, float* scratch) {
 void linear(const Weight& W, const float* x, int64_t n, float* y) {
     using namespace linear_detail;
     EMBER_CHECK(!W.empty() && W.rows >= 0 && W.cols >= 0 && n >= 0, "linear: bad arguments");
-    if (W.format == WeightFormat::AFFINE) {
+    if (W.format == WeightFormat::GGML) {
+        DType dt;
+        if (ggml_plain(W.ggml_type, &dt)) {
+            Weight D = W;
+            D.format = WeightFormat::DENSE, D.dtype = dt;
+            linear(D, x, n, y);
+            return;
+        }
+        const GgmlTypeTraits tr = ggml_type_traits(W.ggml_type);
+        EMBER_CHECK(tr.supported && W.cols % tr.block_elems == 0, "linear: GGML %s with cols=%lld",
+                    tr.name ? tr.name : "(unknown)", static_cast<long long>(W.cols));
+    } else if (W.format == WeightFormat::AFFINE) {
         EMBER_CHECK(affine_params_valid(W.bits, W.group_size), "linear: bits=%d group_size=%d", W.bits, W.group_size);
         EMBER_CHECK(W.cols % W.group_size == 0 && W.scales && W.biases && dtype_is_float(W.sb_dtype),
                     "linear: bad affine weight (cols=%lld)", static_cast<long long>(W.cols));
@@ -138,8 +178,10 @@ void linear(const Weight& W, const float* x, int64_t n, float* y) {
     Args a;
     a.W = &W, a.x = x, a.xp = x, a.n = n, a.y = y;
     a.avx512 = isa >= static_cast<int>(Isa::Avx512);
-    if (W.format == WeightFormat::AFFINE) {
-        const int64_t gs = W.group_size, ng = K / gs;
+    const bool ggml_min = W.format == WeightFormat::GGML && (W.ggml_type == GgmlType::Q4_1 ||
+                                                             W.ggml_type == GgmlType::Q4_K || W.ggml_type == GgmlType::Q5_K);
+    if (W.format == WeightFormat::AFFINE || (fast && ggml_min)) {
+        const int64_t gs = W.format == WeightFormat::AFFINE ? W.group_size : 32, ng = K / gs;
         xsum_buf.resize(static_cast<size_t>(n * ng));
         for (int64_t t = 0; t < n; ++t)
             for (int64_t g = 0; g < ng; ++g) {
@@ -148,7 +190,7 @@ void linear(const Weight& W, const float* x, int64_t n, float* y) {
                 xsum_buf[t * ng + g] = static_cast<float>(s);
             }
         a.xsum = xsum_buf.data();
-        if (fast) {
+        if (fast && W.format == WeightFormat::AFFINE) {
             xp_buf.resize(static_cast<size_t>(n * K));
             permute_x(x, n, K, W.bits, xp_buf.data());
             a.xp = xp_buf.data();
@@ -159,7 +201,8 @@ void linear(const Weight& W, const float* x, int64_t n, float* y) {
     const int64_t scratch_n = scratch_floats(W);
     parallel_for(W.rows, grain, [&](int64_t r0, int64_t r1) {
         std::vector<float> scratch(static_cast<size_t>(scratch_n));
-        if (fast) rows_avx2(a, r0, r1, scratch.data());
+        if (fast && W.format == WeightFormat::GGML) rows_ggml_avx2(a, r0, r1);
+        else if (fast) rows_avx2(a, r0, r1, scratch.data());
         else rows_portable(a, r0, r1, scratch.data());
     });
     if (xp_buf.capacity() > (size_t{1} << 22)) std::vector<float>().swap(xp_buf);  // keep ≤ 16 MiB per thread

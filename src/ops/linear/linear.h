@@ -1,15 +1,21 @@
-// ops/linear/linear.h: y = x · Wᵀ for a dense or MLX-affine Weight (CPU), its fp64 reference, and row gather.
+// ops/linear/linear.h: y = x · Wᵀ for a dense, MLX-affine or GGML Weight (CPU), its fp64 reference, row gather.
 //
 //   y[t, r] = Σ_c W[r, c] · x[t, c]        t < n, r < W.rows, c < W.cols
 //   x: [n, cols] f32 row-major,  y: [n, rows] f32 row-major,  W: see ops/linear/weight.h.
 //   AFFINE: W[r, c] = s·q + b per group (quant/affine.h); computed per group as s·Σ q·x + b·Σ x.
+//   GGML:   W[r, c] = the llama.cpp block's value (quant/ggml_blocks.h); the integer codes are decoded in
+//           registers and multiplied with fp32 x (x is NOT quantized to Q8 as llama.cpp does): per sub-block
+//           scale·Σ c·x, plus offset·Σx for the types with a min (Q4_1, Q4_K, Q5_K) — fp32-accumulation error.
+//           F32/F16/BF16 GGML weights run as DENSE.
 //
-// linear(): fp32 accumulation, AVX2+FMA kernels (dense F32/F16/BF16, affine bits 2/4/8) when the CPU has
-// them, a portable path otherwise (and for affine bits 3/5/6). Threads over rows; for n > 1 tokens are
-// processed in tiles so each weight group is decoded once per tile. The whole matrix is never expanded.
-// Results are bitwise independent of the thread count and of n: row t of linear(x, n) equals
-// linear(x + t·cols, 1) exactly (same per-(row, token) operation order in every tile shape).
-// linear_ref(): the definition, one row at a time in fp64. Reference for tests.
+// linear(): fp32 accumulation, AVX2+FMA kernels (dense F32/F16/BF16, affine bits 2/4/8, GGML Q4_0/Q4_1/
+// Q5_0/Q8_0/Q4_K/Q5_K/Q6_K; AVX-512 variants of the single-token affine tile and of the GGML tiles) when the
+// CPU has them, a portable path otherwise (and for affine bits 3/5/6).
+// Threads over rows; for n > 1 tokens are processed in tiles so each weight group / block is decoded once per
+// tile. The whole matrix is never expanded. Results are bitwise independent of the thread count and of n:
+// row t of linear(x, n) equals linear(x + t·cols, 1) exactly (same per-(row, token) operation order in every
+// tile shape; for GGML weights at a given ISA level — its AVX2 and AVX-512 kernels differ in the last bits).
+// linear_ref(): the definition, one row at a time in fp64 (GGML: from the ggml_dequantize fp32 row). For tests.
 #pragma once
 #include <cstdint>
 

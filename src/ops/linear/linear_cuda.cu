@@ -1,12 +1,15 @@
 // ops/linear/linear_cuda.cu: dispatch of the CUDA linear (spec: linear_cuda.h) — n ≤ 8 → GEMV kernels
-// (tensor-core affine 4/8-bit, else fp32 CUDA-core), n > 8 → bf16 panels + cuBLAS (linear_gemm.cu).
-#include <cstdlib>
+// (streaming tensor-core affine 4/8-bit, CUDA-core GGML blocks, fp32 CUDA-core dense and other affine widths),
+// n > 8 → the exact GEMV in 8-token chunks (or, opt-in, bf16 panels + cuBLAS: linear_gemm.cu).
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 
 #include "backend/cuda/cuda_check.h"
 #include "core/check.h"
 #include "ops/linear/linear_cuda.h"
 #include "quant/affine.h"
+#include "quant/ggml_type.h"
 
 namespace ember::cuda {
 namespace {
@@ -18,23 +21,63 @@ void check_weight(const Weight& W, const char* who) {
                         dtype_is_float(W.sb_dtype),
                     "%s: bad affine weight (bits %d, group %d, cols %lld)", who, W.bits, W.group_size,
                     (long long)W.cols);
+    } else if (W.format == WeightFormat::GGML) {
+        const GgmlTypeTraits tr = ggml_type_traits(W.ggml_type);
+        const bool plain = W.ggml_type == GgmlType::F32 || W.ggml_type == GgmlType::F16 || W.ggml_type == GgmlType::BF16;
+        EMBER_CHECK(tr.name && (plain || detail::gemv_ggml_supported(W.ggml_type)) && W.cols % tr.block_elems == 0,
+                    "%s: GGML type %s with %lld columns not supported on CUDA", who, tr.name ? tr.name : "(unknown)",
+                    (long long)W.cols);
     } else {
         EMBER_CHECK(dtype_is_float(W.dtype), "%s: dense dtype %s", who, dtype_name(W.dtype));
     }
 }
 
+// GGML F32/F16/BF16 tensors are plain row-major matrices: run them as DENSE.
+Weight dense_view(const Weight& W) {
+    if (W.format != WeightFormat::GGML) return W;
+    if (W.ggml_type != GgmlType::F32 && W.ggml_type != GgmlType::F16 && W.ggml_type != GgmlType::BF16) return W;
+    Weight d = W;
+    d.format = WeightFormat::DENSE;
+    d.dtype = W.ggml_type == GgmlType::F32 ? DType::F32 : W.ggml_type == GgmlType::F16 ? DType::F16 : DType::BF16;
+    return d;
+}
+
+// Affine kernel choice: tune.kernel, else EMBER_GEMV=mma|q (read once), else by shape: the streaming q kernel,
+// except for 4..8 tokens with K ≥ 6144, where the mma kernel measured faster on the H200 (gemv_bench, 2B/9B/27B
+// mlp down at n = 4/8: q 0.70–0.96× of mma; bench/results/2026-11-30-*-h200.md).
+int affine_kernel(const GemvTuning& tune, const Weight& W, int64_t n) {
+    static const int env = [] {
+        const char* e = std::getenv("EMBER_GEMV");
+        return !e ? 0 : std::strcmp(e, "mma") == 0 ? 2 : std::strcmp(e, "q") == 0 ? 1 : 0;
+    }();
+    if (tune.kernel) return tune.kernel;
+    if (env) return env;
+    return n >= 4 && W.cols >= 6144 ? 2 : 1;
+}
+
 }  // namespace
 
-void linear_gemv(const Weight& W, const float* x, int64_t n, float* y, cudaStream_t stream, const GemvTuning& tune) {
-    check_weight(W, "linear_gemv");
+void linear_gemv(const Weight& W0, const float* x, int64_t n, float* y, cudaStream_t stream, const GemvTuning& tune) {
+    check_weight(W0, "linear_gemv");
     EMBER_CHECK(n >= 1 && n <= 8, "linear_gemv: n=%lld (1..8)", (long long)n);
-    if (W.rows == 0) return;
-    if (detail::gemv_affine_mma(W, x, int(n), y, stream, tune)) {
-        CUDA_CHECK(cudaGetLastError());
+    EMBER_CHECK(x && y, "linear_gemv: null x or y");
+    if (W0.rows == 0) return;
+    const Weight W = dense_view(W0);
+    if (W.format == WeightFormat::GGML) {
+        detail::gemv_ggml(W, x, int(n), y, stream);
         return;
     }
-    if (W.format == WeightFormat::AFFINE) detail::gemv_affine_generic(W, x, int(n), y, stream);
-    else detail::gemv_dense(W, x, int(n), y, stream);
+    if (W.format == WeightFormat::AFFINE) {
+        const int k = affine_kernel(tune, W, n);
+        if (k == 1 && detail::gemv_affine_q(W, x, int(n), y, stream, tune)) return;
+        if (detail::gemv_affine_mma(W, x, int(n), y, stream, tune)) {
+            CUDA_CHECK(cudaGetLastError());
+            return;
+        }
+        detail::gemv_affine_generic(W, x, int(n), y, stream);
+        return;
+    }
+    detail::gemv_dense(W, x, int(n), y, stream);
 }
 
 void linear(const Weight& W, const float* x, int64_t n, float* y, cudaStream_t stream, void* workspace,
@@ -49,12 +92,12 @@ void linear(const Weight& W, const float* x, int64_t n, float* y, cudaStream_t s
     // The bf16 GEMM path rounds activations to bf16, which on the verification fixtures drifts like a bf16 model
     // (rel. L2 up to 0.2, measured on the H200): far outside the GPU tolerance. Until an fp32-faithful tensor-core
     // GEMM (e.g. the GEMV's hi+lo split of x) lands, prefill runs the exact GEMV in 8-row chunks, re-reading W
-    // n/8 times. EMBER_BF16_PREFILL=1 selects the bf16 GEMM (fast, approximate).
+    // n/8 times. EMBER_BF16_PREFILL=1 selects the bf16 GEMM (fast, approximate; not for GGML weights).
     static const bool bf16_prefill = [] {
         const char* e = std::getenv("EMBER_BF16_PREFILL");
         return e && e[0] == '1';
     }();
-    if (bf16_prefill && workspace_bytes >= linear_gemm_workspace_bytes(W, n)) {
+    if (bf16_prefill && W.format != WeightFormat::GGML && workspace_bytes >= linear_gemm_workspace_bytes(W, n)) {
         linear_gemm(W, x, n, y, stream, workspace, workspace_bytes);
         return;
     }
@@ -64,11 +107,25 @@ void linear(const Weight& W, const float* x, int64_t n, float* y, cudaStream_t s
     }
 }
 
-size_t linear_workspace_bytes(const Weight& W, int64_t n) { return n <= 8 ? 0 : linear_gemm_workspace_bytes(W, n); }
+size_t linear_workspace_bytes(const Weight& W, int64_t n) {
+    return n <= 8 || W.format == WeightFormat::GGML ? 0 : linear_gemm_workspace_bytes(W, n);
+}
 
-const char* linear_gemv_describe(const Weight& W, int64_t n, char* buf, size_t buf_bytes) {
-    if (detail::gemv_affine_mma(W, nullptr, int(n), nullptr, nullptr, {}, buf, buf_bytes)) return buf;
-    std::snprintf(buf, buf_bytes, "%s", W.format == WeightFormat::AFFINE ? "generic affine" : "dense fp32");
+const char* linear_gemv_describe(const Weight& W0, int64_t n, char* buf, size_t buf_bytes, const GemvTuning& tune) {
+    const Weight W = dense_view(W0);
+    if (W.format == WeightFormat::GGML) {
+        const GgmlTypeTraits tr = ggml_type_traits(W.ggml_type);
+        std::snprintf(buf, buf_bytes, "ggml %s fp32", tr.name ? tr.name : "?");
+        return buf;
+    }
+    if (W.format == WeightFormat::AFFINE) {
+        if (affine_kernel(tune, W, n) == 1 && detail::gemv_affine_q(W, nullptr, int(n), nullptr, nullptr, tune, buf, buf_bytes))
+            return buf;
+        if (detail::gemv_affine_mma(W, nullptr, int(n), nullptr, nullptr, tune, buf, buf_bytes)) return buf;
+        std::snprintf(buf, buf_bytes, "generic affine");
+        return buf;
+    }
+    std::snprintf(buf, buf_bytes, "dense fp32");
     return buf;
 }
 

@@ -1,26 +1,38 @@
-// ops/linear/linear_cuda.h: y = x · Wᵀ on the GPU for a dense or MLX-affine Weight (spec and fp64 reference:
-// ops/linear/linear.h, format: ops/linear/weight.h and quant/affine.h). Tests: linear_cuda_test.cpp.
+// ops/linear/linear_cuda.h: y = x · Wᵀ on the GPU for a dense, MLX-affine or GGML Weight (spec and fp64 reference:
+// ops/linear/linear.h, formats: ops/linear/weight.h, quant/affine.h, quant/ggml_blocks.h). Tests:
+// linear_cuda_test.cpp (dense / affine), linear_ggml_cuda_test.cpp (GGML). Benchmark: bench/gpu/gemv_bench.cu.
 //
 //   y[t, r] = Σ_c W[r, c] · x[t, c]      t < n, r < W.rows, c < W.cols
 //   x [n, cols] f32 device, y [n, rows] f32 device, W with DEVICE data/scales/biases in the CPU layout.
 //
 // n ≤ 8 (decode, speculative verify): one GEMV launch that reads every weight byte once for all n tokens.
-//   - AFFINE 4/8-bit, group 32/64/128, bf16/f16/f32 scales (linear_gemv_affine.cu): tensor cores, persistent
-//     blocks, cp.async ring. Codes go into mma.m16n8k16 as the exact bf16 values 16 + q; x as two bf16 terms
-//     hi + lo (|x − hi − lo| ≤ 2⁻¹⁶|x|); products exact, fp32 accumulation, per group y += s·C + (b − 16·s)·Σx.
-//     Error ≤ 2⁻¹⁶·Σ|w||x| + fp32 rounding, i.e. fp32-accumulate quality. Deterministic (fixed reduction order,
-//     no atomics), n = 1..8 cost about the same.
+//   - AFFINE 4/8-bit, group 32/64/128, bf16/f16/f32 scales, 16-byte aligned data (linear_gemv_q.cu, the
+//     streaming "q" kernel): weights straight from HBM into registers, mma.m16n8k16 with the codes as the exact
+//     bf16 values 16 + q and x as two bf16 terms hi + lo (|x − hi − lo| ≤ 2⁻¹⁶|x|); products exact, fp32
+//     accumulation, per group y += s·C + (b − 16·s)·Σx'. Error ≤ 2⁻¹⁶·Σ|w||x| + fp32 rounding, i.e.
+//     fp32-accumulate quality. Deterministic (fixed reduction order, no atomics). Launched with programmatic
+//     dependent launch (GemvTuning::q_pdl, env EMBER_GEMV_PDL=0 turns it off): it prefetches W before waiting
+//     for the previous kernel of the stream, so W must not be written by the kernel launched right before it
+//     (x and y are only touched after the wait).
+//     The previous tensor-core kernel (linear_gemv_affine.cu, "mma": persistent blocks, cp.async ring, clusters,
+//     same numerics) stays reachable: GemvTuning::kernel = 2 or env EMBER_GEMV=mma; it is also the fallback
+//     when x cannot be staged for the q kernel.
+//   - GGML Q4_0/Q4_1/Q5_0/Q8_0/Q4_K/Q5_K/Q6_K (linear_gemv_ggml.cu): CUDA cores, codes decoded exactly in
+//     registers, x in fp32 (not quantized to Q8), fp32 accumulation: the error of an fp32 dot product of the
+//     dequantized row. GGML F32/F16/BF16 run as DENSE.
 //   - DENSE f32/f16/bf16 and AFFINE with other bit widths / unaligned pointers (linear_gemv_simple.cu): fp32
 //     CUDA-core kernels, fp32 accumulation.
 //   No workspace, no allocation, no synchronisation, no host reads: capturable in a CUDA graph. The first call
-//   of each kernel instance sets its shared-memory limit and caches the SM count and cluster occupancy of the
-//   device current then (one device per process; first calls from several threads at once race benignly).
-// n > 8 (prefill, linear_gemm.cu): W is dequantized (or converted) to bf16 a row panel at a time into
-//   `workspace` and multiplied with x (rounded to bf16) by cuBLAS (bf16 in, fp32 accumulate, fp32 out);
-//   dense f32 weights use a plain fp32 cuBLAS GEMM. Error: bf16 rounding of w and x (≈ 2⁻⁸ relative each).
-//   cuBLAS handle: one per host thread, created lazily on the first n > 8 call on that thread (bound to the
-//   device current then) and destroyed at thread exit; its stream and workspace (carved from `workspace`)
-//   are set on every call, so the call is capturable too.
+//   of each kernel instance sets its shared-memory limit and caches the SM count (and, for "mma", the cluster
+//   occupancy) of the device current then (one device per process; first calls from several threads at once
+//   race benignly).
+// n > 8 (prefill): the exact GEMV in 8-token chunks (W re-read n/8 times). Opt-in EMBER_BF16_PREFILL=1
+//   (dense/affine only, linear_gemm.cu): W dequantized (or converted) to bf16 a row panel at a time into
+//   `workspace` and multiplied with x (rounded to bf16) by cuBLAS (bf16 in, fp32 accumulate, fp32 out); dense
+//   f32 weights use a plain fp32 cuBLAS GEMM. Error: bf16 rounding of w and x (≈ 2⁻⁸ relative each). cuBLAS
+//   handle: one per host thread, created lazily on the first call on that thread (bound to the device current
+//   then) and destroyed at thread exit; its stream and workspace (carved from `workspace`) are set on every
+//   call, so the call is capturable too.
 #pragma once
 #include <cuda_runtime_api.h>
 
@@ -40,23 +52,40 @@ size_t linear_workspace_bytes(const Weight& W, int64_t n);
 
 // Launch shape of the tensor-core GEMV; 0 = automatic. Tests use it to reach every code path.
 struct GemvTuning {
+    // Tensor-core "mma" kernel (linear_gemv_affine.cu)
     int cluster = 0;         // blocks (1..8) of a thread-block cluster that split the columns
     int max_clusters = 0;    // cap on the persistent grid (in clusters): many row blocks per block
     int rows_per_block = 0;  // 16 or 32
+    // Streaming "q" kernel (linear_gemv_q.cu)
+    int q_groups = 0;        // groups per MMA column set G (1, 2, 4; 8/G ≥ n)
+    int q_slices = 0;        // K slices per tile S (1, 2, 4, 8, 16)
+    int q_max_blocks = 0;    // cap on the grid (more tiles and rounds per block)
+    int q_chunk = 0;         // cap on the K-units of x staged at once (forces the chunked path)
+    int q_pdl = 0;           // programmatic dependent launch: 0 = default (on; env EMBER_GEMV_PDL=0 turns it
+                             // off), 1 = on, -1 = off
+    // Which affine kernel: 0 = default (q; env EMBER_GEMV=mma selects the old one), 1 = q, 2 = mma
+    int kernel = 0;
 };
 void linear_gemv(const Weight& W, const float* x, int64_t n, float* y, cudaStream_t stream,
                  const GemvTuning& tune = {});  // 1 ≤ n ≤ 8
 void linear_gemm(const Weight& W, const float* x, int64_t n, float* y, cudaStream_t stream, void* workspace,
                  size_t workspace_bytes);        // any n ≥ 1
 size_t linear_gemm_workspace_bytes(const Weight& W, int64_t n);
-// Which kernel linear_gemv uses for W and n, with its launch shape (for benchmark tables).
-const char* linear_gemv_describe(const Weight& W, int64_t n, char* buf, size_t buf_bytes);
+// Which kernel linear_gemv uses for W and n (and `tune`), with its launch shape (for benchmark tables).
+const char* linear_gemv_describe(const Weight& W, int64_t n, char* buf, size_t buf_bytes, const GemvTuning& tune = {});
 
-namespace detail {  // [LINEAR_CUDA_DETAIL] implemented in linear_gemv_affine.cu / linear_gemv_simple.cu
+namespace detail {  // [LINEAR_CUDA_DETAIL] implemented in linear_gemv_{q,affine,ggml,simple}.cu
 // Returns false (and launches nothing) when W is not AFFINE 4/8-bit with 16-byte aligned data and x.
 // x == nullptr: only fill `describe` (kernel and launch shape), launch nothing.
 bool gemv_affine_mma(const Weight& W, const float* x, int n, float* y, cudaStream_t stream, const GemvTuning& tune,
                      char* describe = nullptr, size_t describe_bytes = 0);
+// Same contract for the streaming kernel (linear_gemv_q.cu): AFFINE 4/8-bit, 16-byte aligned data; false also
+// when x cannot be staged in shared memory even in chunks.
+bool gemv_affine_q(const Weight& W, const float* x, int n, float* y, cudaStream_t stream, const GemvTuning& tune,
+                   char* describe = nullptr, size_t describe_bytes = 0);
+// GGML block types with a CUDA kernel, and the kernel (W.format == GGML, one of those types, 2-byte aligned data).
+bool gemv_ggml_supported(GgmlType t);
+void gemv_ggml(const Weight& W, const float* x, int n, float* y, cudaStream_t stream);
 void gemv_dense(const Weight& W, const float* x, int n, float* y, cudaStream_t stream);
 void gemv_affine_generic(const Weight& W, const float* x, int n, float* y, cudaStream_t stream);
 }  // namespace detail

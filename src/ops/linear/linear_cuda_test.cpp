@@ -1,8 +1,10 @@
 // ops/linear/linear_cuda_test.cpp: the CUDA linear (linear_cuda.h) vs the fp64 reference linear_ref on random
 // data: every format (affine 2..8-bit, groups 32/64/128, bf16/f16/f32 scales incl. negative; dense f32/f16/bf16),
-// ragged shapes, n = 1..8 (GEMV) and 9/17/64 (GEMM), forced launch shapes of the tensor-core GEMV, and the
-// n ≤ 8 path inside CUDA-graph capture. Outputs are poisoned with NaN before each call and a guard after y
-// must stay untouched.
+// ragged shapes, n = 1..8 (GEMV) and 9/17/64 (GEMM), forced launch shapes of both tensor-core GEMVs (the
+// streaming "q" kernel: groups per MMA, K slices, grid caps / rounds, chunked x; the "mma" kernel: clusters,
+// persistent grid), misaligned weights and x (fallbacks), run-to-run determinism, and the n ≤ 8 path inside
+// CUDA-graph capture. Outputs are poisoned with NaN before each call and a guard after y must stay untouched.
+// GGML weights: linear_ggml_cuda_test.cpp.
 //
 // Error budgets, per output y[t, r], with A = Σ_c a_c·|x_c| where a_c = |s|·q + |b| (affine, the magnitudes
 // that the kernel's s·Σq·x + b·Σx actually adds) or |w_c| (dense), and Q = sqrt(Σ_c (w_c·x_c)²):
@@ -16,6 +18,7 @@
 //    yet a wrong group or code shifts y by ~A/sqrt(K) ≫ 0.02·Q).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -79,7 +82,8 @@ void fill_float(std::vector<uint8_t>& dst, DType t, size_t count, std::mt19937& 
     for (size_t i = 0; i < count; ++i) store_float(dst.data(), t, i, nd(rng));
 }
 
-std::unique_ptr<Case> make_case(const Fmt& f, int64_t rows, int64_t cols, int64_t ntok, uint32_t seed) {
+std::unique_ptr<Case> make_case(const Fmt& f, int64_t rows, int64_t cols, int64_t ntok, uint32_t seed,
+                                int data_offset = 0) {
     auto c = std::make_unique<Case>();
     c->f = f, c->rows = rows, c->cols = cols, c->ntok = ntok;
     std::mt19937 rng(seed);
@@ -100,13 +104,13 @@ std::unique_ptr<Case> make_case(const Fmt& f, int64_t rows, int64_t cols, int64_
     }
     // Device copy (16-byte aligned allocations).
     c->dw = W;
-    auto up = [](DeviceBuffer& b, const void* src, size_t bytes) {
+    auto up = [](DeviceBuffer& b, const void* src, size_t bytes, int offset = 0) {
         b = dalloc(bytes + 16);
-        copy_to_device(b.get(), src, bytes);
-        return b.get();
+        copy_to_device(static_cast<uint8_t*>(b.get()) + offset, src, bytes);
+        return static_cast<void*>(static_cast<uint8_t*>(b.get()) + offset);
     };
     if (f.affine) {
-        c->dw.data = up(c->d_data, c->packed.data(), c->packed.size() * 4);
+        c->dw.data = up(c->d_data, c->packed.data(), c->packed.size() * 4, data_offset);
         c->dw.scales = up(c->d_sc, c->sc.data(), c->sc.size());
         c->dw.biases = up(c->d_bi, c->bi.data(), c->bi.size());
     } else {
@@ -286,7 +290,7 @@ TEST(LinearCuda, LargeShapesMatchReference) {
     }
 }
 
-// The tensor-core GEMV under forced launch shapes: cluster split of the columns (incl. ranks with no columns),
+// The "mma" tensor-core GEMV under forced launch shapes: cluster split of the columns (incl. ranks with no columns),
 // and a grid of 1 or 3 clusters that each loop over many row blocks (and many stages per row block).
 TEST(LinearCuda, GemvLaunchShapes) {
     SKIP_WITHOUT_GPU();
@@ -300,7 +304,8 @@ TEST(LinearCuda, GemvLaunchShapes) {
             for (int ck : {1, 2, 3, 8})
                 for (int mc : {0, 1, 3})
                     for (int64_t n : {1, 5, 8}) {
-                            const GemvTuning tune{ck, mc, rpb};
+                            GemvTuning tune{ck, mc, rpb};
+                            tune.kernel = 2;  // the "mma" kernel (linear_gemv_affine.cu)
                             char what[64];
                             std::snprintf(what, sizeof what, "rows/block=%d ck=%d max_clusters=%d", rpb, ck, mc);
                             check(*c, n, Path::GEMV, what,
@@ -326,6 +331,161 @@ TEST(LinearCuda, GemmSmallNAndMisalignedX) {
         copy_to_device(xs.as<float>() + 1, m->x.data(), m->x.size() * 4);
         check(*m, 3, Path::GEMV, "x+1", [&](float* y) { linear(m->dw, xs.as<float>() + 1, 3, y, nullptr, nullptr, 0); });
     }
+}
+
+// The streaming "q" GEMV (linear_gemv_q.cu) on every affine 4/8-bit format under forced work splits: groups per
+// MMA G (every n ≤ 8/G), K slices S, a capped grid (several tiles and rounds per block, incl. a partial last
+// round), and x staged in chunks of 1 or 3 K-units (incl. a ragged last chunk). Columns: 64·odd-style ragged K
+// (the last K-unit and span partly outside the row).
+TEST(LinearCuda, QKernelWorkSplits) {
+    SKIP_WITHOUT_GPU();
+    uint32_t seed = 1100;
+    for (int bits : {4, 8})
+        for (int gs : {32, 64, 128})
+            for (DType st : {DType::BF16, DType::F16, DType::F32}) {
+                const Fmt f{true, st, bits, gs};
+                const int64_t cols = st == DType::BF16 ? 7 * 128 + gs : 5 * gs;  // ragged K-units
+                auto c = make_case(f, 83, cols, 8, seed++);
+                for (int G : {4, 2, 1})
+                    for (int S : {1, 2, 4, 8, 16})
+                        for (int mb : {0, 1, 3})
+                            for (int ch : {0, 1, 3}) {
+                                if ((S + mb + ch + G) % 3 != 0 && !(mb == 0 && ch == 0)) continue;  // sample
+                                const int64_t n = 1 + (S * 7 + mb + ch) % (8 / G);
+                                GemvTuning tune;
+                                tune.kernel = 1, tune.q_groups = G, tune.q_slices = S, tune.q_max_blocks = mb;
+                                tune.q_chunk = ch;
+                                char what[96];
+                                std::snprintf(what, sizeof what, "q G=%d S=%d max_blocks=%d chunk=%d", G, S, mb, ch);
+                                check(*c, n, Path::GEMV, what,
+                                      [&](float* y) { linear_gemv(c->dw, c->d_x.as<float>(), n, y, nullptr, tune); });
+                            }
+            }
+}
+
+// Ragged shapes on the default path (q kernel, automatic split) and the mma kernel: rows 1, 17, 67, 4099;
+// columns 64·odd, 2048 + one group, 12288 (large K: chunked x for n ≥ 5 at 8 bits); n = 1..8.
+TEST(LinearCuda, QKernelRaggedShapes) {
+    SKIP_WITHOUT_GPU();
+    uint32_t seed = 1300;
+    struct Sh { int64_t rows, cols; };
+    const Sh shapes[] = {{1, 192}, {17, 64 * 33}, {67, 2048 + 64}, {4099, 64 * 17}, {67, 12288}, {17, 4096 + 128}};
+    for (const Fmt& f : {Fmt{true, DType::BF16, 4, 64}, Fmt{true, DType::BF16, 8, 64}, Fmt{true, DType::F16, 4, 128},
+                         Fmt{true, DType::F32, 8, 32}})
+        for (const Sh& sh : shapes) {
+            if (sh.cols % f.gs) continue;
+            auto c = make_case(f, sh.rows, sh.cols, 8, seed++);
+            for (int64_t n = 1; n <= 8; ++n) {
+                check(*c, n, Path::GEMV, "linear (q)", [&](float* y) { run_linear(*c, n, y); });
+                if (n == 1 || n == 8) {
+                    GemvTuning mma;
+                    mma.kernel = 2;
+                    check(*c, n, Path::GEMV, "mma",
+                          [&](float* y) { linear_gemv(c->dw, c->d_x.as<float>(), n, y, nullptr, mma); });
+                }
+            }
+        }
+}
+
+// Weights not 16-byte aligned (both tensor-core kernels decline: generic kernel), x at a 4-byte offset (the q
+// kernel stages x with scalar loads), and bit-identical results on repeated runs (fixed reduction order).
+TEST(LinearCuda, QKernelMisalignedAndDeterministic) {
+    SKIP_WITHOUT_GPU();
+    auto m = make_case({true, DType::BF16, 4, 64}, 67, 64 * 9, 8, 1401, /*data_offset=*/4);
+    for (int64_t n : {1, 3, 8}) check(*m, n, Path::GEMV, "data+4", [&](float* y) { run_linear(*m, n, y); });
+    for (const Fmt& f : {Fmt{true, DType::BF16, 4, 64}, Fmt{true, DType::F16, 8, 128}}) {
+        auto c = make_case(f, 67, 64 * 2 * 9, 8, 1402);
+        DeviceBuffer xs = dalloc(c->x.size() * 4 + 16);
+        copy_to_device(xs.as<float>() + 1, c->x.data(), c->x.size() * 4);
+        for (int64_t n : {1, 2, 5, 8})
+            check(*c, n, Path::GEMV, "x+1",
+                  [&](float* y) { linear(c->dw, xs.as<float>() + 1, n, y, nullptr, nullptr, 0); });
+    }
+    auto c = make_case({true, DType::BF16, 4, 64}, 4099, 2048 + 64, 8, 1403);
+    for (int64_t n : {1, 4, 8}) {
+        DeviceBuffer y1 = dalloc(size_t(n * c->rows) * 4), y2 = dalloc(size_t(n * c->rows) * 4);
+        run_linear(*c, n, y1.as<float>());
+        for (int rep = 0; rep < 3; ++rep) {
+            run_linear(*c, n, y2.as<float>());
+            CUDA_CHECK(cudaDeviceSynchronize());
+            const auto a = download<float>(y1, size_t(n * c->rows)), b = download<float>(y2, size_t(n * c->rows));
+            EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * 4)) << "n=" << n << ": run-to-run difference";
+        }
+    }
+}
+
+// Every kernel choice for a shape reports itself (benchmark tables) and the GEMV dispatch accepts each n.
+TEST(LinearCuda, DescribeNamesTheKernel) {
+    Weight W;
+    W.format = WeightFormat::AFFINE, W.bits = 4, W.group_size = 64, W.sb_dtype = DType::BF16;
+    W.rows = 6144, W.cols = 2048;
+    alignas(16) static const uint8_t dummy[16] = {};
+    W.data = W.scales = W.biases = dummy;
+    if (!gpu_available()) GTEST_SKIP() << "no CUDA device (launch-shape planning reads the SM count)";
+    char buf[128];
+    for (int64_t n : {1, 2, 4, 8}) {
+        EXPECT_EQ(0, std::strncmp(linear_gemv_describe(W, n, buf, sizeof buf), "q4 g64 G", 8)) << buf;
+        GemvTuning mma;
+        mma.kernel = 2;
+        EXPECT_EQ(0, std::strncmp(linear_gemv_describe(W, n, buf, sizeof buf, mma), "mma", 3)) << buf;
+    }
+}
+
+// Programmatic dependent launch: the q kernel prefetches weights before waiting for the previous kernel, then
+// reads x. A chain x → W1 → y1 → W2 → y2 on one stream (y1 is written by the kernel right before the one that
+// reads it, and the first kernel is long) must give bit-identical results with PDL on and off, eager and in a
+// graph, and match the reference of W2 applied to the y1 actually produced.
+TEST(LinearCuda, QKernelPdlChainWaitsForProducer) {
+    SKIP_WITHOUT_GPU();
+    auto c1 = make_case({true, DType::BF16, 4, 64}, 4096, 4096, 8, 1501);  // y1 = [n, 4096] feeds W2 (cols 4096)
+    auto c2 = make_case({true, DType::BF16, 4, 64}, 333, 4096, 1, 1502);
+    cudaStream_t st;
+    CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    for (int64_t n : {1, 3, 8}) {
+        std::vector<std::vector<float>> outs;
+        for (int mode = 0; mode < 3; ++mode) {  // 0: PDL off, 1: PDL on, 2: PDL on in a graph
+            GemvTuning tune;
+            tune.kernel = 1, tune.q_pdl = mode ? 1 : -1;
+            DeviceBuffer y1 = dalloc(size_t(n * 4096) * 4), y2 = dalloc(size_t(n * 333) * 4);
+            CUDA_CHECK(cudaMemset(y1.get(), 0xff, y1.bytes()));
+            CUDA_CHECK(cudaMemset(y2.get(), 0xff, y2.bytes()));
+            auto chain = [&] {
+                linear_gemv(c1->dw, c1->d_x.as<float>(), n, y1.as<float>(), st, tune);
+                linear_gemv(c2->dw, y1.as<float>(), n, y2.as<float>(), st, tune);
+            };
+            if (mode < 2) {
+                chain();
+            } else {
+                cudaGraph_t graph;
+                cudaGraphExec_t exec;
+                CUDA_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+                chain();
+                CUDA_CHECK(cudaStreamEndCapture(st, &graph));
+                CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+                CUDA_CHECK(cudaGraphLaunch(exec, st));
+                CUDA_CHECK(cudaStreamSynchronize(st));
+                CUDA_CHECK(cudaGraphExecDestroy(exec));
+                CUDA_CHECK(cudaGraphDestroy(graph));
+            }
+            CUDA_CHECK(cudaStreamSynchronize(st));
+            outs.push_back(download<float>(y2, size_t(n * 333)));
+            if (mode == 1) {  // reference of W2 on the y1 that was produced
+                const auto y1h = download<float>(y1, size_t(n * 4096));
+                std::vector<float> ref(size_t(n * 333));
+                linear_ref(c2->hw, y1h.data(), n, ref.data());
+                double num = 0, den = 0;  // relative L2 error (stale or unwritten y1 gives ~1)
+                for (size_t i = 0; i < ref.size(); ++i) {
+                    ASSERT_TRUE(std::isfinite(outs.back()[i])) << "y2[" << i << "] not written";
+                    const double d = double(outs.back()[i]) - ref[i];
+                    num += d * d, den += double(ref[i]) * ref[i];
+                }
+                EXPECT_LT(std::sqrt(num / den), 2e-3) << "n=" << n << ": y2 does not match W2·y1";
+            }
+        }
+        EXPECT_EQ(0, std::memcmp(outs[0].data(), outs[1].data(), outs[0].size() * 4)) << "n=" << n << ": PDL on/off";
+        EXPECT_EQ(0, std::memcmp(outs[0].data(), outs[2].data(), outs[0].size() * 4)) << "n=" << n << ": graph";
+    }
+    CUDA_CHECK(cudaStreamDestroy(st));
 }
 
 }  // namespace

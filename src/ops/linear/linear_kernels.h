@@ -1,5 +1,6 @@
 // ops/linear/linear_kernels.h: internal interface between linear.cpp (dispatch, threads, x preparation)
-// and the row kernels (portable in linear.cpp, AVX2+FMA in linear_avx2.cpp). Not part of the op API.
+// and the row kernels (portable in linear.cpp, AVX2+FMA in linear_avx2.cpp and linear_ggml_avx2.cpp).
+// Not part of the op API.
 #pragma once
 #include <cstdint>
 
@@ -24,10 +25,12 @@ struct Args {
     const Weight* W = nullptr;
     const float* x = nullptr;     // [n, cols] as given
     const float* xp = nullptr;    // AVX2 affine: x with each full 256-bit block permuted (see below), else x
-    const float* xsum = nullptr;  // AFFINE: [n, cols/group_size], Σ x over each group
+    const float* xsum = nullptr;  // AFFINE: [n, cols/group_size], Σ x over each group;
+                                  // GGML Q4_1/Q4_K/Q5_K (SIMD kernels): [n, cols/32], Σ x over each 32 columns
     int64_t n = 0;
     float* y = nullptr;           // [n, rows]
-    bool avx512 = false;          // rows_avx2 may use its AVX-512 single-token affine tile
+    bool avx512 = false;          // rows_avx2 may use its AVX-512 single-token affine tile, rows_ggml_avx2
+                                  // its AVX-512 tiles
 };
 
 // Instruction-set levels of the kernels. The best one the CPU supports is used, capped by set_isa_limit
@@ -50,5 +53,10 @@ inline int64_t scratch_floats(const Weight& W) {
 // Compute y[:, r0:r1). `scratch` holds scratch_floats(W) floats.
 void rows_portable(const Args& a, int64_t r0, int64_t r1, float* scratch);
 void rows_avx2(const Args& a, int64_t r0, int64_t r1, float* scratch);  // only if the CPU has AVX2+FMA
+
+// GGML weights (block-quantized types only: linear() turns F32/F16/BF16 into DENSE views). Kernels of
+// linear_ggml_avx2.cpp exist for Q4_0, Q4_1, Q5_0, Q8_0, Q4_K, Q5_K, Q6_K; linear() calls it directly
+// (only if the CPU has AVX2+FMA).
+void rows_ggml_avx2(const Args& a, int64_t r0, int64_t r1);
 
 }  // namespace ember::linear_detail

@@ -1,18 +1,35 @@
 // ops/linear/linear_ref.cpp: reference y = x · Wᵀ (one row of W decoded at a time, fp64 accumulation),
-// and weight_row (row gather as f32).
+// and weight_row (row gather as f32). GGML rows are dequantized by quant/ggml_blocks.h (gguf-py-exact fp32).
 #include <vector>
 
 #include "core/check.h"
 #include "ops/linear/linear.h"
 #include "quant/affine.h"
+#include "quant/ggml_blocks.h"
 
 namespace ember {
+namespace {
+
+// Row r of a GGML weight (any supported type, plain ones included) as f32.
+void ggml_row(const Weight& W, int64_t r, float* out) {
+    const GgmlTypeTraits tr = ggml_type_traits(W.ggml_type);
+    EMBER_CHECK(tr.supported && W.cols % tr.block_elems == 0, "GGML weight: type %s, cols=%lld",
+                tr.name ? tr.name : "(unknown)", static_cast<long long>(W.cols));
+    const int64_t row_bytes = W.cols / tr.block_elems * tr.block_bytes;
+    ggml_dequantize(W.ggml_type, static_cast<const uint8_t*>(W.data) + r * row_bytes, W.cols, out);
+}
+
+}  // namespace
 
 void weight_row(const Weight& W, int64_t r, float* out) {
     EMBER_CHECK(!W.empty() && r >= 0 && r < W.rows, "weight_row: row %lld of %lld", static_cast<long long>(r),
                 static_cast<long long>(W.rows));
     if (W.format == WeightFormat::AFFINE) {
         affine_dequantize_row(W, r, out);
+        return;
+    }
+    if (W.format == WeightFormat::GGML) {
+        ggml_row(W, r, out);
         return;
     }
     EMBER_CHECK(dtype_is_float(W.dtype), "weight_row: dense dtype %s", dtype_name(W.dtype));
@@ -23,8 +40,12 @@ void linear_ref(const Weight& W, const float* x, int64_t n, float* y) {
     EMBER_CHECK(!W.empty(), "linear_ref: empty weight");
     const int64_t K = W.cols;
     std::vector<double> w(static_cast<size_t>(K));
+    std::vector<float> wf(W.format == WeightFormat::GGML ? static_cast<size_t>(K) : 0);
     for (int64_t r = 0; r < W.rows; ++r) {
-        if (W.format == WeightFormat::AFFINE) {  // w = s·q + b, exact in fp64
+        if (W.format == WeightFormat::GGML) {  // the fp32 dequantized row, exactly
+            ggml_row(W, r, wf.data());
+            for (int64_t c = 0; c < K; ++c) w[c] = wf[c];
+        } else if (W.format == WeightFormat::AFFINE) {  // w = s·q + b, exact in fp64
             EMBER_CHECK(affine_params_valid(W.bits, W.group_size) && K % W.group_size == 0, "linear_ref: bad affine");
             const int64_t ng = K / W.group_size;
             const uint32_t* row = static_cast<const uint32_t*>(W.data) + r * affine_row_words(K, W.bits);

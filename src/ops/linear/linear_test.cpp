@@ -1,10 +1,13 @@
 // ops/linear/linear_test.cpp: linear() (AVX2 and portable paths) vs linear_ref on random data, every dtype,
-// bit width, group size and scale dtype, ragged shapes; weight_row; tiling/thread-count determinism.
+// bit width, group size and scale dtype, every GGML block type, ragged shapes; weight_row; tiling/thread-count
+// determinism.
 #include "ops/linear/linear.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <memory>
 #include <random>
 #include <string>
@@ -13,6 +16,7 @@
 #include "core/parallel.h"
 #include "ops/linear/linear_kernels.h"
 #include "quant/affine.h"
+#include "quant/ggml_blocks.h"
 
 namespace ember {
 namespace {
@@ -21,9 +25,23 @@ struct Config {
     bool affine = false;
     DType dtype = DType::F32;  // dense element type, or scale/bias dtype for affine
     int bits = 0, group_size = 0;
+    bool ggml = false;
+    GgmlType ggml_type = GgmlType::F32;
 };
 
+// Column granularity of a config: the affine group, the GGML block (32 or 256; plain GGML types: 64), else 64.
+int64_t col_unit(const Config& c) {
+    if (c.affine) return c.group_size;
+    if (c.ggml) {
+        const int be = ggml_type_traits(c.ggml_type).block_elems;
+        return be == 1 ? 64 : be;
+    }
+    return 64;
+}
+bool ggml_plain(const Config& c) { return c.ggml && ggml_type_traits(c.ggml_type).block_elems == 1; }
+
 std::string config_name(const Config& c) {
+    if (c.ggml) return std::string("ggml_") + ggml_type_traits(c.ggml_type).name;
     if (!c.affine) return std::string("dense_") + dtype_name(c.dtype);
     std::string s = "q";  // (built with += : GCC 12 has a -Wrestrict false positive on "lit" + std::string)
     s += std::to_string(c.bits);
@@ -37,6 +55,7 @@ std::string config_name(const Config& c) {
 // A random weight that owns its storage. Affine: uniform codes, scales/biases ~ N(0, 0.05) of either sign.
 struct TestWeight {
     Weight W;
+    std::vector<uint8_t> bytes;
     std::vector<uint32_t> packed;
     std::vector<uint16_t> h, hs, hb;
     std::vector<float> f, fs, fb;
@@ -58,6 +77,31 @@ std::unique_ptr<TestWeight> make_weight(const Config& cfg, int64_t rows, int64_t
         for (uint16_t& v : h) v = t == DType::BF16 ? f32_to_bf16(sd * nd(rng)) : f32_to_f16(sd * nd(rng));
         return h.data();
     };
+    if (cfg.ggml) {  // random bytes for the codes; fp16 scales of random sign, |d| in [2^-10, 2^-4)
+        W.format = WeightFormat::GGML, W.ggml_type = cfg.ggml_type;
+        const GgmlTypeTraits tr = ggml_type_traits(cfg.ggml_type);
+        const int64_t nblk = rows * cols / tr.block_elems;
+        tw->bytes.resize(static_cast<size_t>(nblk * tr.block_bytes));
+        W.data = tw->bytes.data();
+        if (tr.block_elems == 1) {  // F32 / F16 / BF16
+            const DType dt = cfg.ggml_type == GgmlType::F32 ? DType::F32 : cfg.ggml_type == GgmlType::F16 ? DType::F16 : DType::BF16;
+            for (int64_t i = 0; i < rows * cols; ++i)
+                store_float(tw->bytes.data(), dt, static_cast<size_t>(i), nd(rng) / std::sqrt(static_cast<float>(cols)));
+            return tw;
+        }
+        for (uint8_t& b : tw->bytes) b = static_cast<uint8_t>(rng());
+        std::vector<int> scale_at = {0};  // byte offsets of the fp16 scales in a block
+        if (cfg.ggml_type == GgmlType::Q4_1 || cfg.ggml_type == GgmlType::Q4_K || cfg.ggml_type == GgmlType::Q5_K)
+            scale_at.push_back(2);
+        if (cfg.ggml_type == GgmlType::Q6_K) scale_at = {208};
+        std::uniform_real_distribution<float> ue(-10.0f, -4.0f);
+        for (int64_t b = 0; b < nblk; ++b)
+            for (int off : scale_at) {
+                const uint16_t h = f32_to_f16((rng() & 1 ? -1.0f : 1.0f) * std::exp2(ue(rng)));
+                std::memcpy(&tw->bytes[b * tr.block_bytes + off], &h, 2);
+            }
+        return tw;
+    }
     if (!cfg.affine) {
         W.format = WeightFormat::DENSE, W.dtype = cfg.dtype;
         W.data = fill(cfg.dtype, rows * cols, 1.0f / std::sqrt(static_cast<float>(cols)), tw->h, tw->f);
@@ -82,8 +126,28 @@ std::vector<float> rand_x(int64_t n, int64_t cols, uint32_t seed) {
     return x;
 }
 
+// GGML types with a min (Q4_1: w = d·q + m; Q4_K/Q5_K: w = d·sc·q − dmin·mn): the offset o_c of each
+// element, i.e. the row dequantized with all code bits zeroed (scales and mins kept); 0 for the other types.
+void ggml_offsets(const Weight& W, int64_t r, float* out) {
+    const GgmlTypeTraits tr = ggml_type_traits(W.ggml_type);
+    int code_begin = 0;  // code bytes [code_begin, block_bytes) of each block
+    if (W.ggml_type == GgmlType::Q4_1) code_begin = 4;
+    else if (W.ggml_type == GgmlType::Q4_K || W.ggml_type == GgmlType::Q5_K) code_begin = 16;
+    if (code_begin == 0) {
+        std::fill(out, out + W.cols, 0.0f);
+        return;
+    }
+    const int64_t nb = W.cols / tr.block_elems;
+    std::vector<uint8_t> row(static_cast<const uint8_t*>(W.data) + r * nb * tr.block_bytes,
+                             static_cast<const uint8_t*>(W.data) + (r + 1) * nb * tr.block_bytes);
+    for (int64_t b = 0; b < nb; ++b)
+        std::fill(row.begin() + b * tr.block_bytes + code_begin, row.begin() + (b + 1) * tr.block_bytes, uint8_t{0});
+    ggml_dequantize(W.ggml_type, row.data(), W.cols, out);
+}
+
 // Error budget per output: 1e-5 · Σ_c |terms| + 1e-6, where the terms are what fp32 actually adds:
-// dense |w||x|; affine (s·q·x and b·x separately, per the Σx trick) (|s·q| + |b|)·|x|.
+// dense |w||x|; affine (s·q·x and b·x separately, per the Σx trick) (|s·q| + |b|)·|x|; GGML with a min
+// (scale·q·x and o·x separately) (|w| + 2|o|)·|x| ≥ (|w − o| + |o|)·|x|; other GGML types |w||x|.
 std::vector<double> bounds(const Weight& W, const std::vector<float>& x, int64_t n) {
     const int64_t K = W.cols;
     std::vector<double> wabs(K), out(n * W.rows);
@@ -101,6 +165,10 @@ std::vector<double> bounds(const Weight& W, const std::vector<float>& x, int64_t
         } else {
             weight_row(W, r, row.data());
             for (int64_t c = 0; c < K; ++c) wabs[c] = std::abs(double{row[c]});
+            if (W.format == WeightFormat::GGML) {
+                ggml_offsets(W, r, row.data());
+                for (int64_t c = 0; c < K; ++c) wabs[c] += 2 * std::abs(double{row[c]});
+            }
         }
         for (int64_t t = 0; t < n; ++t) {
             double s = 0;
@@ -117,6 +185,9 @@ std::vector<Config> all_configs() {
     for (int bits : {4, 8, 2, 3, 5, 6})
         for (int gs : {32, 64, 128})
             for (DType t : {DType::BF16, DType::F16, DType::F32}) v.push_back({true, t, bits, gs});
+    for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q5_K,
+                       GgmlType::Q6_K, GgmlType::F32, GgmlType::F16, GgmlType::BF16})
+        v.push_back({false, DType::F32, 0, 0, true, t});
     return v;
 }
 
@@ -134,11 +205,14 @@ class LinearTest : public ::testing::TestWithParam<Config> {};
 // Every kernel level this CPU has (portable, AVX2, AVX-512) against the fp64 reference.
 TEST_P(LinearTest, MatchesRef) {
     const Config cfg = GetParam();
-    const int64_t gs = cfg.affine ? cfg.group_size : 64;
+    const int64_t gs = col_unit(cfg);
     std::vector<int64_t> col_list = {gs, 3 * gs, 2048 + gs};
-    if (!cfg.affine) col_list.push_back(13);  // dense: a column tail shorter than one vector
+    if (cfg.ggml && !ggml_plain(cfg)) col_list = {gs, 2 * gs, 3 * gs, 2048 + gs};  // GGML: odd and even block counts
+    if (!cfg.affine && (!cfg.ggml || ggml_plain(cfg))) col_list.push_back(13);  // a tail shorter than one vector
+    std::vector<int64_t> row_list = {1, 7, 33, 250};
+    if (cfg.ggml) row_list = {1, 3, 67, 259};
     uint32_t seed = 1;
-    for (int64_t rows : {1, 7, 33, 250}) {
+    for (int64_t rows : row_list) {
         for (int64_t cols : col_list) {
             auto tw = make_weight(cfg, rows, cols, seed++);
             for (int64_t n : {1, 2, 3, 5, 8, 17, 64}) {
@@ -169,13 +243,16 @@ TEST_P(LinearTest, MatchesRef) {
 
 TEST_P(LinearTest, WeightRow) {
     const Config cfg = GetParam();
-    const int64_t rows = 5, cols = 3 * (cfg.affine ? cfg.group_size : 64);
+    const int64_t rows = 5, cols = 3 * col_unit(cfg);
     auto tw = make_weight(cfg, rows, cols, 77);
     std::vector<float> got(cols), want(cols);
     for (int64_t r = 0; r < rows; ++r) {
         std::fill(got.begin(), got.end(), NAN);
         weight_row(tw->W, r, got.data());
-        if (cfg.affine) {
+        if (cfg.ggml) {
+            const GgmlTypeTraits tr = ggml_type_traits(cfg.ggml_type);
+            ggml_dequantize(cfg.ggml_type, tw->bytes.data() + r * cols / tr.block_elems * tr.block_bytes, cols, want.data());
+        } else if (cfg.affine) {
             affine_dequantize_row(tw->W, r, want.data());
         } else {
             for (int64_t c = 0; c < cols; ++c)
@@ -186,10 +263,11 @@ TEST_P(LinearTest, WeightRow) {
 }
 
 // Row t of linear(x, n) equals linear(x_t, 1) bit for bit (also with the AVX-512 single-token tile), and
-// the thread count does not matter.
+// the thread count does not matter. GGML: at the same ISA level (its AVX2 and AVX-512 kernels sum in
+// different orders).
 TEST_P(LinearTest, TilingAndThreadsAreBitwiseDeterministic) {
     const Config cfg = GetParam();
-    const int64_t rows = 37, cols = 2048 + (cfg.affine ? cfg.group_size : 64), n = 19;
+    const int64_t rows = 37, cols = 2048 + col_unit(cfg), n = 19;
     auto tw = make_weight(cfg, rows, cols, 5);
     const std::vector<float> x = rand_x(n, cols, 6);
     for (Isa isa : isas()) {
@@ -198,6 +276,7 @@ TEST_P(LinearTest, TilingAndThreadsAreBitwiseDeterministic) {
         linear(tw->W, x.data(), n, all.data());
         for (Isa isa1 : isas()) {
             if ((isa1 == Isa::Portable) != (isa == Isa::Portable) || isa1 < isa) continue;
+            if (cfg.ggml && isa1 != isa) continue;
             linear_detail::set_isa_limit(isa1);
             for (int64_t t = 0; t < n; ++t) {
                 std::fill(one.begin(), one.end(), NAN);
@@ -213,6 +292,20 @@ TEST_P(LinearTest, TilingAndThreadsAreBitwiseDeterministic) {
         for (int64_t i = 0; i < n * rows; ++i) ASSERT_EQ(all[i], single[i]) << isa_name(isa) << " i=" << i;
     }
     linear_detail::set_isa_limit(Isa::Avx512);
+}
+
+// GGML weights the loaders must never produce abort (programmer errors, EMBER_CHECK).
+TEST(LinearDeathTest, GgmlBadWeightAborts) {
+    std::vector<uint8_t> bytes(4096, 0);
+    std::vector<float> x(256, 1.0f), y(4);
+    Weight W;
+    W.format = WeightFormat::GGML, W.rows = 1, W.cols = 256, W.data = bytes.data();
+    W.ggml_type = GgmlType::Q2_K;  // a type ember does not compute with
+    EXPECT_DEATH(linear(W, x.data(), 1, y.data()), "GGML");
+    EXPECT_DEATH(linear_ref(W, x.data(), 1, y.data()), "GGML");
+    W.ggml_type = GgmlType::Q4_K, W.cols = 96;  // not whole 256-element blocks
+    EXPECT_DEATH(linear(W, x.data(), 1, y.data()), "GGML");
+    EXPECT_DEATH(weight_row(W, 0, y.data()), "GGML");
 }
 
 INSTANTIATE_TEST_SUITE_P(All, LinearTest, ::testing::ValuesIn(all_configs()),

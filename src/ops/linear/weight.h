@@ -37,6 +37,26 @@ struct Weight {
         }
         return format == WeightFormat::AFFINE ? cols * bits / 8 : cols * static_cast<int64_t>(dtype_size(dtype));
     }
+    // Bytes of the per-group scales (or biases) of one row (AFFINE), else 0.
+    int64_t row_sb_bytes() const {
+        return format == WeightFormat::AFFINE ? (cols / group_size) * static_cast<int64_t>(dtype_size(sb_dtype)) : 0;
+    }
+    // Rows [r0, r1) as a Weight viewing the same storage (rows are contiguous in every format).
+    Weight rows_view(int64_t r0, int64_t r1) const {
+        Weight v = *this;
+        v.rows = r1 - r0;
+        v.data = static_cast<const uint8_t*>(data) + r0 * row_bytes();
+        if (format == WeightFormat::AFFINE) {
+            v.scales = static_cast<const uint8_t*>(scales) + r0 * row_sb_bytes();
+            v.biases = static_cast<const uint8_t*>(biases) + r0 * row_sb_bytes();
+        }
+        return v;
+    }
+    // Same storage layout apart from the row count (so the two can be stacked into one matrix).
+    bool same_layout(const Weight& o) const {
+        return format == o.format && dtype == o.dtype && cols == o.cols && bits == o.bits &&
+               group_size == o.group_size && sb_dtype == o.sb_dtype && ggml_type == o.ggml_type;
+    }
     // Bytes read to use the whole matrix once (weights + scales + biases).
     int64_t total_bytes() const {
         int64_t b = rows * row_bytes();

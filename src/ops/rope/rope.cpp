@@ -21,8 +21,8 @@ void rope_inv_freq(int64_t rot_dim, float theta, float* inv_freq) {
     }
 }
 
-void rope_neox(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, int64_t rot_dim, int64_t pos0,
-               float theta) {
+void rope(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, int64_t rot_dim, int64_t pos0, float theta,
+          RopeStyle style, const float* freq_factors) {
     EMBER_CHECK(n_tokens >= 0 && n_heads > 0 && pos0 >= 0, "bad rope shape");
     EMBER_CHECK(rot_dim > 0 && rot_dim % 2 == 0 && rot_dim <= head_dim, "rot_dim %lld, head_dim %lld",
                 (long long)rot_dim, (long long)head_dim);
@@ -39,7 +39,9 @@ void rope_neox(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, in
             float* c = cs.data() + t * 2 * half;
             float* s = c + half;
             for (int64_t j = 0; j < half; ++j) {
-                const double phi = static_cast<double>(pos * inv_freq[j]);  // float32 product, as HF
+                float ang = pos * inv_freq[j];  // float32 product, as HF
+                if (freq_factors) ang = ang / freq_factors[j];
+                const double phi = static_cast<double>(ang);
                 c[j] = static_cast<float>(std::cos(phi));
                 s[j] = static_cast<float>(std::sin(phi));
             }
@@ -49,19 +51,26 @@ void rope_neox(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, in
     // Rotation: two products and one add/sub in float, like torch (no FMA is generated for the baseline
     // x86-64 target this file is built for).
     const int64_t rows = n_tokens * n_heads;
+    const int64_t ia = style == RopeStyle::NEOX ? 1 : 2, ib = style == RopeStyle::NEOX ? half : 1;  // a = x[ia·j]
     parallel_for(rows, 256, [&](int64_t r0, int64_t r1) {
         for (int64_t r = r0; r < r1; ++r) {
             const float* c = cs.data() + (r / n_heads) * 2 * half;
             const float* s = c + half;
-            float* a = x + r * head_dim;
-            float* b = a + half;
+            float* v = x + r * head_dim;
             for (int64_t j = 0; j < half; ++j) {
-                const float aj = a[j], bj = b[j];
-                a[j] = aj * c[j] - bj * s[j];
-                b[j] = bj * c[j] + aj * s[j];
+                float* a = v + ia * j;
+                float* b = a + ib;
+                const float aj = *a, bj = *b;
+                *a = aj * c[j] - bj * s[j];
+                *b = bj * c[j] + aj * s[j];
             }
         }
     });
+}
+
+void rope_neox(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, int64_t rot_dim, int64_t pos0,
+               float theta) {
+    rope(x, n_tokens, n_heads, head_dim, rot_dim, pos0, theta, RopeStyle::NEOX);
 }
 
 }  // namespace ember

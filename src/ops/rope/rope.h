@@ -33,4 +33,17 @@ void rope_neox(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, in
 void rope_neox_ref(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, int64_t rot_dim, int64_t pos0,
                    float theta);
 
+
+// The general form used by the Llama family (GGUF files):
+//   NEOX:        pairs (j, j + rot_dim/2) as above (Qwen2/3, HF layout)
+//   INTERLEAVED: pairs (2j, 2j + 1) (GGUF `llama`: the converter permutes the q/k rows so that this pairing on
+//                the stored weights equals NeoX on HF's); x[2j] = a·c − b·s, x[2j+1] = b·c + a·s
+// freq_factors [rot_dim/2] or nullptr: the angle of pair j is φ = float(p)·inv_freq[j] / freq_factors[j]
+// (llama.cpp `rope_freqs`, Llama 3.1 long-context scaling), all in float32.
+enum class RopeStyle : uint8_t { NEOX, INTERLEAVED };
+void rope(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, int64_t rot_dim, int64_t pos0, float theta,
+          RopeStyle style, const float* freq_factors = nullptr);
+void rope_ref(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, int64_t rot_dim, int64_t pos0,
+              float theta, RopeStyle style, const float* freq_factors = nullptr);
+
 }  // namespace ember

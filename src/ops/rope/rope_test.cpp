@@ -118,5 +118,51 @@ TEST(Rope, MatchesHfQwen35Golden) {
     for (size_t i = 0; i < sizeof(idx) / sizeof(idx[0]); ++i) EXPECT_NEAR(x[idx[i]], want[i], 1e-6) << idx[i];
 }
 
+// INTERLEAVED on x equals NEOX on x with each head's first rot_dim dims permuted (2j, 2j+1) → (j, j + half):
+// the identity the GGUF converter relies on. Also fast vs reference for both styles with frequency factors.
+TEST(Rope, InterleavedIsPermutedNeoxAndFastMatchesRef) {
+    struct Case { int64_t n, h, d, rot, pos0; float theta; bool factors; };
+    const Case cases[] = {{1, 9, 64, 64, 0, 1e5f, false}, {19, 3, 64, 64, 77, 1e5f, true},
+                          {5, 2, 128, 96, 4000, 5e5f, true}, {40, 1, 34, 2, 3, 1e4f, false}};
+    uint64_t seed = 50;
+    for (const Case& c : cases) {
+        const int64_t half = c.rot / 2;
+        std::vector<float> ff(half);
+        for (int64_t j = 0; j < half; ++j) ff[j] = 1.f + 0.37f * float(j % 5);
+        const float* fptr = c.factors ? ff.data() : nullptr;
+        const size_t total = size_t(c.n * c.h * c.d);
+        std::vector<float> x0 = rand_normal(total, seed++);
+        std::vector<float> perm = x0;  // NeoX layout of the interleaved pairs
+        for (int64_t r = 0; r < c.n * c.h; ++r)
+            for (int64_t j = 0; j < half; ++j) {
+                perm[r * c.d + j] = x0[r * c.d + 2 * j];
+                perm[r * c.d + j + half] = x0[r * c.d + 2 * j + 1];
+            }
+        std::vector<float> inter = x0, inter_ref = x0;
+        rope(inter.data(), c.n, c.h, c.d, c.rot, c.pos0, c.theta, RopeStyle::INTERLEAVED, fptr);
+        rope_ref(inter_ref.data(), c.n, c.h, c.d, c.rot, c.pos0, c.theta, RopeStyle::INTERLEAVED, fptr);
+        rope_ref(perm.data(), c.n, c.h, c.d, c.rot, c.pos0, c.theta, RopeStyle::NEOX, fptr);
+        std::vector<float> neox_fast = x0, neox_ref = x0;
+        rope(neox_fast.data(), c.n, c.h, c.d, c.rot, c.pos0, c.theta, RopeStyle::NEOX, fptr);
+        rope_ref(neox_ref.data(), c.n, c.h, c.d, c.rot, c.pos0, c.theta, RopeStyle::NEOX, fptr);
+        for (int64_t r = 0; r < c.n * c.h; ++r)
+            for (int64_t i = 0; i < c.d; ++i) {
+                const size_t k = size_t(r * c.d + i);
+                ASSERT_NEAR(inter[k], inter_ref[k], 2e-6f * (1 + std::fabs(inter_ref[k])));
+                ASSERT_NEAR(neox_fast[k], neox_ref[k], 2e-6f * (1 + std::fabs(neox_ref[k])));
+                float want;
+                if (i >= c.rot) want = x0[k];
+                else if (i % 2 == 0) want = perm[r * c.d + i / 2];
+                else want = perm[r * c.d + i / 2 + half];
+                ASSERT_EQ(inter_ref[k], want) << "row " << r << " dim " << i;
+            }
+        if (c.factors) {  // the factors must matter
+            std::vector<float> plain = x0;
+            rope_ref(plain.data(), c.n, c.h, c.d, c.rot, c.pos0 + 1, c.theta, RopeStyle::NEOX);
+            EXPECT_NE(plain, neox_ref);
+        }
+    }
+}
+
 }  // namespace
 }  // namespace ember

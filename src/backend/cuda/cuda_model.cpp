@@ -1,0 +1,230 @@
+// CudaCausalLM: state allocation, prefill / decode entry points, decode graphs with device token selection.
+#include "backend/cuda/cuda_model.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "backend/cuda/cuda_check.h"
+#include "ops/attention/attention_cuda.h"
+#include "ops/linear/linear_cuda.h"
+
+namespace ember::cuda {
+
+void CudaCausalLM::finish_init(int64_t widest, int64_t capacity) {
+    widest_ = widest;
+    capacity_ = capacity;
+    info_ = cpu_->info();
+    info_.source += " (cuda: " + device_name() + ")";
+    info_.max_context = capacity;
+}
+
+Status CudaCausalLM::allocate(CudaState& st) const {
+    CudaState* s = &st;
+    const int64_t B = opt_.max_batch, W = widest_, V = info_.vocab_size;
+    size_t total = 0;
+    auto alloc = [&](size_t bytes, const char* what) -> Expected<void*> {
+        auto b = DeviceBuffer::alloc(bytes, what);
+        if (!b)
+            return errorf("%s (this session needs %.2f GiB of GPU memory beyond the weights so far; lower -c / "
+                          "--ctx-size, now %lld tokens)",
+                          b.message().c_str(), (total + bytes) / 1073741824.0, (long long)capacity_);
+        total += bytes;
+        CUDA_CHECK(cudaMemset(b->get(), 0, bytes));
+        s->bufs.push_back(std::move(b.value()));
+        return s->bufs.back().get();
+    };
+    const int64_t L = info_.num_layers;
+    s->K.assign(L, nullptr); s->V = s->K; s->conv = s->K; s->S = s->K;
+    EMBER_TRY(allocate_layers(*s, alloc));
+    float** acts[] = {&s->x, &s->xn, &s->y, &s->t0, &s->t1, &s->t2, &s->t3, &s->t4};
+    for (float** a : acts) {
+        EMBER_ASSIGN(void* p, alloc(B * W * sizeof(float), "activations"));
+        *a = static_cast<float*>(p);
+    }
+    void* p;
+    EMBER_ASSIGN(p, alloc(8 * V * sizeof(float), "logits")); s->logits = static_cast<float*>(p);
+    EMBER_ASSIGN(p, alloc(B * sizeof(int32_t), "token ids")); s->ids = static_cast<int32_t*>(p);
+    EMBER_ASSIGN(p, alloc(8 * sizeof(int32_t), "position")); s->pos_dev = static_cast<int32_t*>(p);
+    s->win_dev = s->pos_dev + 1;
+    s->out_id = s->pos_dev + 3;
+    EMBER_ASSIGN(p, alloc(V * sizeof(int32_t), "token counts")); s->counts = static_cast<int32_t*>(p);
+    EMBER_ASSIGN(p, alloc(256, "sampler state")); s->rng = static_cast<uint64_t*>(p);
+    s->params_dev = reinterpret_cast<DeviceSamplingParams*>(static_cast<char*>(p) + 64);
+    const size_t lw = std::max(linear_workspace(B), linear_workspace_bytes(head_, 8));
+    s->lin_ws_bytes = lw;
+    s->lin_ws = nullptr;
+    if (lw) { EMBER_ASSIGN(s->lin_ws, alloc(lw, "linear workspace")); }
+    s->att_ws_bytes = attention_workspace(B);
+    s->att_ws = nullptr;
+    if (s->att_ws_bytes) { EMBER_ASSIGN(s->att_ws, alloc(s->att_ws_bytes, "attention workspace")); }
+    s->smp_ws_bytes = std::max(sample_workspace_bytes(V), argmax_workspace_bytes(V));
+    EMBER_ASSIGN(s->smp_ws, alloc(s->smp_ws_bytes, "sampler workspace"));
+    CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&s->io), sizeof(StepIO)));
+    *s->io = StepIO{};
+    CUDA_CHECK(cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking));
+    CUDA_CHECK(cudaEventCreate(&s->ev0));
+    CUDA_CHECK(cudaEventCreate(&s->ev1));
+    s->ready = true;
+    return Status::ok();
+}
+
+Status CudaCausalLM::begin_step(CudaState& s, const int32_t* tokens, int64_t n) const {
+    EMBER_REQUIRE(n > 0 && n <= opt_.max_batch, "forward: %lld tokens per call (allowed 1..%lld)", (long long)n,
+                  (long long)opt_.max_batch);
+    EMBER_TRY(check_kv_capacity(s.pos, n, capacity_));
+    const int64_t V = info_.vocab_size;
+    for (int64_t t = 0; t < n; ++t)
+        EMBER_REQUIRE(tokens[t] >= 0 && tokens[t] < V, "token id %d at position %lld is out of range [0, %lld)", tokens[t],
+                      (long long)t, (long long)V);
+    if (!s.ready) EMBER_TRY(allocate(s));
+    s.io->pos = static_cast<int32_t>(s.pos);
+    if (n == 1) s.io->token = tokens[0];
+    CUDA_CHECK(cudaMemcpyAsync(s.ids, n == 1 ? &s.io->token : tokens, n * sizeof(int32_t), cudaMemcpyHostToDevice,
+                               s.stream));
+    CUDA_CHECK(cudaMemcpyAsync(s.pos_dev, &s.io->pos, 3 * sizeof(int32_t), cudaMemcpyHostToDevice, s.stream));
+    return Status::ok();
+}
+
+// Token selection after the forward (mode bits: GREEDY / SAMPLE, PENALTIES), then the id and its logit to s.io.
+void CudaCausalLM::select(CudaState& s, int mode) const {
+    const int64_t V = info_.vocab_size;
+    if (mode & PENALTIES) {
+        token_counts_add(s.counts, V, s.win_dev, +1, s.stream);
+        token_counts_add(s.counts, V, s.win_dev + 1, -1, s.stream);
+        apply_penalties(s.logits, V, s.counts, s.params_dev, s.stream);
+    }
+    if (mode & SAMPLE) sample(s.logits, V, s.params_dev, s.rng, s.out_id, s.smp_ws, s.stream);
+    else argmax(s.logits, V, s.out_id, s.smp_ws, s.stream);
+    gather_logit(s.logits, V, s.out_id, reinterpret_cast<float*>(s.out_id + 1), s.stream);
+    CUDA_CHECK(cudaMemcpyAsync(&s.io->id, s.out_id, 2 * sizeof(int32_t), cudaMemcpyDeviceToHost, s.stream));
+}
+
+void CudaCausalLM::launch_decode(CudaState& s, int mode) const {
+    auto it = s.graphs.find(mode);
+    if (it == s.graphs.end()) {
+        cudaGraph_t graph;
+        CUDA_CHECK(cudaStreamBeginCapture(s.stream, cudaStreamCaptureModeThreadLocal));
+        run(s, 1, false);
+        if (mode != LOGITS) select(s, mode);
+        CUDA_CHECK(cudaStreamEndCapture(s.stream, &graph));
+        size_t nodes = 0;
+        CUDA_CHECK(cudaGraphGetNodes(graph, nullptr, &nodes));
+        std::vector<cudaGraphNode_t> list(nodes);
+        CUDA_CHECK(cudaGraphGetNodes(graph, list.data(), &nodes));
+        int64_t kernels = 0;
+        for (auto nd : list) {
+            cudaGraphNodeType t;
+            CUDA_CHECK(cudaGraphNodeGetType(nd, &t));
+            kernels += t == cudaGraphNodeTypeKernel;
+        }
+        s.graph_kernels[mode] = kernels;
+        cudaGraphExec_t exec;
+        CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+        CUDA_CHECK(cudaGraphDestroy(graph));
+        it = s.graphs.emplace(mode, exec).first;
+    }
+    CUDA_CHECK(cudaEventRecord(s.ev0, s.stream));
+    CUDA_CHECK(cudaGraphLaunch(it->second, s.stream));
+    CUDA_CHECK(cudaEventRecord(s.ev1, s.stream));
+    s.stats.kernels = s.graph_kernels[mode];
+    s.stats.graph = true;
+}
+
+Status CudaCausalLM::forward(ModelState& state, const int32_t* tokens, int64_t n, float* logits, bool all_logits) const {
+    auto* sp = dynamic_cast<CudaState*>(&state);
+    EMBER_REQUIRE(sp != nullptr, "forward: state does not belong to this CUDA model");
+    CudaState& s = *sp;
+    EMBER_TRY(begin_step(s, tokens, n));
+    const int64_t V = info_.vocab_size;
+    s.stats = StepStats{};
+    if (all_logits && n > 8) {
+        // Logits of every row: run the stack once, then the head over chunks of 8 rows.
+        // (Prefill with all rows is for verification, not speed.)
+        run(s, n, /*all_rows=*/false);
+        for (int64_t r = 0; r < n; r += 8) {
+            int64_t m = std::min<int64_t>(8, n - r);
+            // s.xn holds the final-normed rows after run().
+            linear(head_, s.xn + r * info_.hidden_size, m, s.logits, s.stream, s.lin_ws, s.lin_ws_bytes);
+            CUDA_CHECK(cudaMemcpyAsync(logits + r * V, s.logits, m * V * sizeof(float), cudaMemcpyDeviceToHost,
+                                       s.stream));
+            CUDA_CHECK(cudaStreamSynchronize(s.stream));
+        }
+    } else if (n == 1 && !all_logits) {
+        launch_decode(s, LOGITS);
+        CUDA_CHECK(cudaMemcpyAsync(logits, s.logits, V * sizeof(float), cudaMemcpyDeviceToHost, s.stream));
+        CUDA_CHECK(cudaStreamSynchronize(s.stream));  // the one host wait per token
+        float ms = 0;
+        CUDA_CHECK(cudaEventElapsedTime(&ms, s.ev0, s.ev1));
+        s.stats.gpu_us = ms * 1e3;
+    } else {
+        run(s, n, all_logits);
+        CUDA_CHECK(cudaMemcpyAsync(logits, s.logits, (all_logits ? n : 1) * V * sizeof(float),
+                                   cudaMemcpyDeviceToHost, s.stream));
+        CUDA_CHECK(cudaStreamSynchronize(s.stream));
+    }
+    s.pos += n;
+    return Status::ok();
+}
+
+Expected<int32_t> CudaCausalLM::decode_sample(ModelState& state, int32_t token, const SamplingParams& sp,
+                                            const std::vector<int32_t>& history) const {
+    auto* stp = dynamic_cast<CudaState*>(&state);
+    EMBER_REQUIRE(stp != nullptr, "decode_sample: state does not belong to this CUDA model");
+    CudaState& s = *stp;
+    EMBER_REQUIRE(!history.empty() && history.back() == token, "decode_sample: history must end with the token");
+    EMBER_TRY(check_device_sampling_params(sp));
+    const int64_t V = info_.vocab_size;
+    const bool penalties = sp.penalty_last_n != 0 &&
+                           (sp.repetition_penalty != 1.f || sp.presence_penalty != 0.f || sp.frequency_penalty != 0.f);
+    const bool greedy = sp.temperature <= 0.f || sp.top_k == 1;
+    const int mode = (greedy ? GREEDY : SAMPLE) | (penalties ? PENALTIES : 0);
+    EMBER_TRY(check_kv_capacity(s.pos, 1, capacity_));
+    if (!s.ready) EMBER_TRY(allocate(s));
+    auto same = [](const SamplingParams& a, const SamplingParams& b) {
+        return a.temperature == b.temperature && a.top_k == b.top_k && a.top_p == b.top_p && a.min_p == b.min_p &&
+               a.repetition_penalty == b.repetition_penalty && a.presence_penalty == b.presence_penalty &&
+               a.frequency_penalty == b.frequency_penalty && a.penalty_last_n == b.penalty_last_n && a.seed == b.seed;
+    };
+    if (!s.have_params || !same(s.params, sp)) {
+        DeviceSamplingParams d = to_device_params(sp);
+        CUDA_CHECK(cudaMemcpy(s.params_dev, &d, sizeof d, cudaMemcpyHostToDevice));
+        if (!s.seeded || s.params.seed != sp.seed) {
+            CUDA_CHECK(cudaMemcpy(s.rng, &sp.seed, sizeof(uint64_t), cudaMemcpyHostToDevice));
+            s.seeded = true;
+        }
+        s.params = sp;
+        s.have_params = true;
+        s.counts_len = -1;
+    }
+    s.io->enter = s.io->leave = -1;
+    if (penalties) {
+        const int64_t L = static_cast<int64_t>(history.size()), N = sp.penalty_last_n;
+        if (s.counts_len == L - 1) {  // the usual step: `token` enters the window, one old token may leave it
+            s.io->enter = token;
+            s.io->leave = (N > 0 && L > N) ? history[L - 1 - N] : -1;
+        } else {  // first step with these parameters: counts of the whole window; the graph adds nothing
+            std::vector<int32_t> counts(V, 0);
+            for (int64_t i = (N < 0 || N >= L) ? 0 : L - N; i < L; ++i)
+                if (history[i] >= 0 && history[i] < V) counts[history[i]]++;
+            CUDA_CHECK(cudaMemcpy(s.counts, counts.data(), V * sizeof(int32_t), cudaMemcpyHostToDevice));
+        }
+        s.counts_len = L;
+    } else {
+        s.counts_len = -1;
+    }
+    EMBER_TRY(begin_step(s, &token, 1));  // token, position and the window's enter/leave ids
+    s.stats = StepStats{};
+    launch_decode(s, mode);
+    CUDA_CHECK(cudaStreamSynchronize(s.stream));  // the one host wait per token
+    float ms = 0;
+    CUDA_CHECK(cudaEventElapsedTime(&ms, s.ev0, s.ev1));
+    s.stats.gpu_us = ms * 1e3;
+    s.pos += 1;
+    EMBER_REQUIRE(!std::isnan(s.io->logit), "the model produced NaN logits at position %lld (broken weights?)",
+                  (long long)(s.pos - 1));
+    EMBER_REQUIRE(s.io->id >= 0 && s.io->id < V, "device sampler returned token %d outside [0, %lld)", s.io->id,
+                  (long long)V);
+    return s.io->id;
+}
+
+}  // namespace ember::cuda

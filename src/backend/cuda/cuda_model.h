@@ -1,0 +1,116 @@
+// Shared machinery of the CUDA models: per-sequence device state (allocated lazily so out-of-memory is a Status),
+// weights uploaded once (DeviceArena), prefill / decode entry points, and the decode step captured once per
+// state and mode as a CUDA graph with the token selection inside it (argmax / penalties / sampling), so a
+// decode token is one graph launch and one host wait, and only the chosen id crosses to the host.
+// An architecture derives from CudaCausalLM and supplies its layer caches and its forward pass (run()).
+#pragma once
+#include <cuda_runtime_api.h>
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "backend/cuda/device.h"
+#include "backend/cuda/weight_upload.h"
+#include "models/model.h"
+#include "ops/sampling/sampling_cuda.h"
+
+namespace ember::cuda {
+
+struct CudaOptions {
+    int64_t context = 4096;    // KV-cache capacity per session (tokens); beyond it forward() fails clearly
+    int64_t max_batch = 512;   // largest prefill chunk per forward call (Session chunks longer prompts)
+};
+
+// Small per-step values the host writes before a graph launch (pinned, so the copies are truly async).
+struct StepIO {
+    int32_t pos = 0, enter = -1, leave = -1;  // in: position; token entering / leaving the penalty window
+    int32_t id = 0;                            // out: selected token
+    float logit = 0;                           // out: its logit (NaN → the model produced NaN)
+    int32_t token = 0;                         // in: the token of a 1-token step
+};
+
+// Decode graph variants (captured on first use, then replayed).
+enum GraphMode : int { LOGITS = 0, GREEDY = 1, SAMPLE = 2, PENALTIES = 4 };
+
+struct CudaState : ModelState {
+    bool ready = false;  // device buffers allocated (lazily, so out-of-memory is a Status from forward())
+    std::vector<DeviceBuffer> bufs;
+    std::vector<float*> K, V, conv, S;                   // per layer (null where the type does not apply)
+    float *x, *xn, *y, *t0, *t1, *t2, *t3, *t4, *logits;  // activations [max_batch, ...]
+    int32_t *ids, *pos_dev;  // token ids [max_batch] and the position of token 0, read by the kernels
+    int32_t *win_dev;        // [2] token entering / leaving the penalty window
+    int32_t *out_id;         // selected token
+    int32_t *counts;         // [vocab] token counts in the penalty window
+    uint64_t* rng;           // device RNG counter
+    DeviceSamplingParams* params_dev;
+    void *lin_ws, *att_ws, *smp_ws;
+    size_t lin_ws_bytes, att_ws_bytes, smp_ws_bytes;
+    StepIO* io = nullptr;    // pinned host
+    cudaStream_t stream = nullptr;
+    cudaEvent_t ev0 = nullptr, ev1 = nullptr;
+    std::map<int, cudaGraphExec_t> graphs;
+    std::map<int, int64_t> graph_kernels;
+    StepStats stats;
+    // Sampling state mirrored from the host: params last uploaded, RNG seeded?, history length counts cover.
+    bool have_params = false, seeded = false;
+    SamplingParams params;
+    int64_t counts_len = -1;
+    ~CudaState() override {
+        for (auto& g : graphs) cudaGraphExecDestroy(g.second);
+        if (ev0) cudaEventDestroy(ev0);
+        if (ev1) cudaEventDestroy(ev1);
+        if (stream) cudaStreamDestroy(stream);
+        if (io) cudaFreeHost(io);
+    }
+};
+
+using DeviceAlloc = std::function<Expected<void*>(size_t bytes, const char* what)>;
+
+class CudaCausalLM : public CausalLM {
+public:
+    CudaCausalLM(std::unique_ptr<CausalLM> cpu, const CudaOptions& opt) : cpu_(std::move(cpu)), opt_(opt) {}
+    const ModelInfo& info() const override { return info_; }
+    std::unique_ptr<ModelState> new_state() const override { return std::make_unique<CudaState>(); }
+    Status forward(ModelState& state, const int32_t* tokens, int64_t n, float* logits, bool all_logits) const override;
+    bool has_device_sampler() const override { return true; }
+    Expected<int32_t> decode_sample(ModelState& state, int32_t token, const SamplingParams& sp,
+                                    const std::vector<int32_t>& history) const override;
+    StepStats last_step_stats(const ModelState& state) const override {
+        auto* s = dynamic_cast<const CudaState*>(&state);
+        return s ? s->stats : StepStats{};
+    }
+
+protected:
+    // ---- per architecture ----
+    // Allocates the layer caches of a new state (s.K / s.V / s.conv / s.S, indexed by layer).
+    virtual Status allocate_layers(CudaState& s, const DeviceAlloc& alloc) const = 0;
+    // Enqueues the forward pass of the n tokens in s.ids at position *s.pos_dev. Logits of the last row (or of
+    // rows [0, min(n, 8)) when all_rows) land in s.logits; s.xn holds every row final-normed afterwards.
+    virtual void run(CudaState& s, int64_t n, bool all_rows) const = 0;
+    // Workspace bytes of the layers' linear and attention ops for calls of up to max_tokens tokens.
+    virtual size_t linear_workspace(int64_t max_tokens) const = 0;
+    virtual size_t attention_workspace(int64_t max_tokens) const = 0;
+    // Called by the derived init() last: info from the CPU model, the widest activation row, KV capacity.
+    void finish_init(int64_t widest, int64_t capacity);
+
+    std::unique_ptr<CausalLM> cpu_;
+    CudaOptions opt_;
+    ModelInfo info_;
+    DeviceArena arena_;
+    Weight head_;           // device LM head (for the all-rows logits path)
+    int64_t widest_ = 0;    // widest activation row (floats)
+    int64_t capacity_ = 0;  // KV rows per sequence
+
+private:
+    Status allocate(CudaState& s) const;                                      // device buffers of a new state
+    Status begin_step(CudaState& s, const int32_t* tokens, int64_t n) const;  // checks, allocation, inputs
+    void launch_decode(CudaState& s, int mode) const;  // capture (first time) and launch a decode graph
+    void select(CudaState& s, int mode) const;         // penalties + argmax / sample + copy of the id
+};
+
+// The GPU model for a loaded CPU model (backend/cuda/cuda_registry.cpp: one line per architecture).
+Expected<std::unique_ptr<CausalLM>> make_cuda_model(std::unique_ptr<CausalLM> cpu, const CudaOptions& opt);
+
+}  // namespace ember::cuda

@@ -1,0 +1,182 @@
+// Llama-family forward pass on the GPU (fp32 activations), models/llama.h:
+//   h = x + Attention(RMSNorm(x)); out = h + SwiGLU(RMSNorm(h)); logits = Head(RMSNorm(h_L)).
+// The residual add is fused into the next RMSNorm (add_rmsnorm). Decode (n = 1) is one graph launch.
+#include "backend/cuda/llama_cuda.h"
+
+#include <algorithm>
+
+#include "models/llama.h"
+#include "ops/activation/activation_cuda.h"
+#include "ops/attention/attention_cuda.h"
+#include "ops/embedding/embedding_cuda.h"
+#include "ops/linear/linear.h"
+#include "ops/linear/linear_cuda.h"
+#include "ops/norm/norm_cuda.h"
+
+namespace ember::cuda {
+
+namespace {
+
+struct DevLayer {
+    const float *attn_norm = nullptr, *ffn_norm = nullptr, *q_norm = nullptr, *k_norm = nullptr;
+    Weight q, k, v, o, gate, up, down;
+    Weight attn_in, gate_up;  // stacked [q|k|v] and [gate|up] (empty when formats differ)
+};
+
+class CudaLlama : public CudaCausalLM {
+public:
+    using CudaCausalLM::CudaCausalLM;
+    Status init();
+
+protected:
+    Status allocate_layers(CudaState& s, const DeviceAlloc& alloc) const override {
+        const size_t kv = static_cast<size_t>(adims_.n_kv * adims_.capacity * adims_.head_dim) * sizeof(float);
+        for (size_t l = 0; l < layers_.size(); ++l) {
+            EMBER_ASSIGN(void* k, alloc(kv, "KV cache"));
+            EMBER_ASSIGN(void* v, alloc(kv, "KV cache"));
+            s.K[l] = static_cast<float*>(k);
+            s.V[l] = static_cast<float*>(v);
+        }
+        return Status::ok();
+    }
+    void run(CudaState& s, int64_t n, bool all_rows) const override;
+    size_t linear_workspace(int64_t B) const override {
+        size_t lw = 0;
+        for (const auto& L : layers_)
+            for (const Weight* w : {&L.q, &L.k, &L.v, &L.o, &L.gate, &L.up, &L.down, &L.attn_in, &L.gate_up})
+                if (w->data) lw = std::max(lw, linear_workspace_bytes(*w, B));
+        return lw;
+    }
+    size_t attention_workspace(int64_t max_tokens) const override {
+        return gated_attention_workspace_bytes(adims_, max_tokens);
+    }
+
+private:
+    const Llama& host() const { return static_cast<const Llama&>(*cpu_); }
+
+    Weight embed_;  // gather copy (dense)
+    const float* final_norm_ = nullptr;
+    std::vector<DevLayer> layers_;
+    GatedAttentionDims adims_{};
+};
+
+Status CudaLlama::init() {
+    const LlamaConfig& c = host().config();
+    const StdAttentionShape& as = host().attention_shape();
+    EMBER_REQUIRE(as.head_dim == 64 || as.head_dim == 128 || as.head_dim == 256,
+                  "--device cuda: head dim %lld is not supported by the GPU attention (64, 128, 256)",
+                  (long long)as.head_dim);
+    // The gather needs a dense table; block-quantized embeddings are expanded to f32 (exact) once.
+    const Weight& E = host().embedding();
+    if (E.format == WeightFormat::GGML) {
+        std::vector<float> table(static_cast<size_t>(E.rows * E.cols));
+        for (int64_t r = 0; r < E.rows; ++r) weight_row(E, r, &table[static_cast<size_t>(r * E.cols)]);
+        EMBER_ASSIGN(const float* p, arena_.upload(table, "embedding"));
+        embed_ = E;
+        embed_.format = WeightFormat::DENSE;
+        embed_.dtype = DType::F32;
+        embed_.data = p;
+    } else {
+        EMBER_ASSIGN(embed_, arena_.upload(E, "embedding"));
+    }
+    if (host().head().data == E.data && E.format != WeightFormat::GGML) head_ = embed_;
+    else { EMBER_ASSIGN(head_, arena_.upload(host().head(), "output")); }
+    EMBER_ASSIGN(final_norm_, arena_.upload(host().final_norm(), "norm"));
+    for (const LlamaLayer& L : host().layers()) {
+        EMBER_REQUIRE(L.attn.q_bias.empty(), "--device cuda: attention biases (qwen2) are not supported on the GPU yet");
+        DevLayer d;
+        EMBER_ASSIGN(d.attn_norm, arena_.upload(L.attn_norm, "norm"));
+        EMBER_ASSIGN(d.ffn_norm, arena_.upload(L.ffn_norm, "norm"));
+        if (!L.attn.q_norm.empty()) {
+            EMBER_ASSIGN(d.q_norm, arena_.upload(L.attn.q_norm, "attention"));
+            EMBER_ASSIGN(d.k_norm, arena_.upload(L.attn.k_norm, "attention"));
+        }
+        if (L.attn.q_proj.same_layout(L.attn.k_proj) && L.attn.q_proj.same_layout(L.attn.v_proj)) {
+            EMBER_ASSIGN(d.attn_in, arena_.upload_stacked({&L.attn.q_proj, &L.attn.k_proj, &L.attn.v_proj}, "attention"));
+            d.q = d.attn_in.rows_view(0, L.attn.q_proj.rows);
+            d.k = d.attn_in.rows_view(L.attn.q_proj.rows, L.attn.q_proj.rows + L.attn.k_proj.rows);
+            d.v = d.attn_in.rows_view(L.attn.q_proj.rows + L.attn.k_proj.rows, d.attn_in.rows);
+        } else {
+            EMBER_ASSIGN(d.q, arena_.upload(L.attn.q_proj, "attention"));
+            EMBER_ASSIGN(d.k, arena_.upload(L.attn.k_proj, "attention"));
+            EMBER_ASSIGN(d.v, arena_.upload(L.attn.v_proj, "attention"));
+        }
+        EMBER_ASSIGN(d.o, arena_.upload(L.attn.o_proj, "attention"));
+        if (L.mlp.gate_proj.same_layout(L.mlp.up_proj)) {
+            EMBER_ASSIGN(d.gate_up, arena_.upload_stacked({&L.mlp.gate_proj, &L.mlp.up_proj}, "mlp"));
+            d.gate = d.gate_up.rows_view(0, c.ffn);
+            d.up = d.gate_up.rows_view(c.ffn, 2 * c.ffn);
+        } else {
+            EMBER_ASSIGN(d.gate, arena_.upload(L.mlp.gate_proj, "mlp"));
+            EMBER_ASSIGN(d.up, arena_.upload(L.mlp.up_proj, "mlp"));
+        }
+        EMBER_ASSIGN(d.down, arena_.upload(L.mlp.down_proj, "mlp"));
+        layers_.push_back(d);
+    }
+    adims_.n_heads = as.n_heads; adims_.n_kv = as.n_kv; adims_.head_dim = as.head_dim; adims_.rot_dim = as.rot_dim;
+    adims_.rope_theta = as.rope_theta; adims_.eps = as.eps;
+    adims_.capacity = std::min(opt_.context, c.context);
+    adims_.gated = false;
+    adims_.rope_interleaved = as.rope_style == RopeStyle::INTERLEAVED;
+    adims_.freq_factors = as.freq_factors.empty() ? nullptr : as.freq_factors.data();
+    int64_t widest = std::max({c.hidden, 2 * c.ffn, (c.n_heads + 2 * c.n_kv) * c.head_dim});
+    finish_init(widest, adims_.capacity);
+    return Status::ok();
+}
+
+void CudaLlama::run(CudaState& s, int64_t n, bool all_rows) const {
+    const LlamaConfig& c = host().config();
+    const int64_t H = c.hidden, I = c.ffn;
+    const float eps = c.eps;
+    cudaStream_t st = s.stream;
+    auto lin = [&](const Weight& w, const float* x, int64_t rows, float* y) {
+        linear(w, x, rows, y, st, s.lin_ws, s.lin_ws_bytes);
+    };
+    embed_rows(embed_, s.ids, n, s.x, st);
+    const float* pending = nullptr;  // attention/MLP output not yet added to the residual stream
+    for (size_t l = 0; l < layers_.size(); ++l) {
+        const DevLayer& L = layers_[l];
+        add_rmsnorm(s.x, pending, L.attn_norm, s.xn, n, H, eps, st);
+        const float *q = s.t0, *k = s.t1, *v = s.t2;
+        if (n == 1 && !L.attn_in.empty()) {  // one GEMV: t0 = [q | k | v]
+            lin(L.attn_in, s.xn, 1, s.t0);
+            k = s.t0 + L.q.rows;
+            v = k + L.k.rows;
+        } else {
+            lin(L.q, s.xn, n, s.t0);
+            lin(L.k, s.xn, n, s.t1);
+            lin(L.v, s.xn, n, s.t2);
+        }
+        gated_attention_core(adims_, q, k, v, L.q_norm, L.k_norm, s.K[l], s.V[l], s.pos_dev, n, s.t3, s.att_ws,
+                             s.att_ws_bytes, st);
+        lin(L.o, s.t3, n, s.y);
+        add_rmsnorm(s.x, s.y, L.ffn_norm, s.xn, n, H, eps, st);
+        if (!L.gate_up.empty()) {
+            lin(L.gate_up, s.xn, n, s.t0);
+            swiglu_fused(s.t0, s.t2, n, I, st);
+        } else {
+            lin(L.gate, s.xn, n, s.t0);
+            lin(L.up, s.xn, n, s.t1);
+            swiglu(s.t0, s.t1, s.t2, n * I, st);
+        }
+        lin(L.down, s.t2, n, s.y);
+        pending = s.y;
+    }
+    const int64_t rows = all_rows ? std::min<int64_t>(n, 8) : 1;
+    const int64_t first = all_rows ? 0 : n - 1;
+    add_rmsnorm(s.x, pending, final_norm_, s.xn, n, H, eps, st);
+    lin(head_, s.xn + first * H, rows, s.logits);
+}
+
+}  // namespace
+
+bool is_llama(const CausalLM& cpu) { return dynamic_cast<const Llama*>(&cpu) != nullptr; }
+
+Expected<std::unique_ptr<CausalLM>> make_llama_cuda(std::unique_ptr<CausalLM> cpu, const CudaOptions& opt) {
+    EMBER_REQUIRE(is_llama(*cpu), "make_llama_cuda: not a Llama-family model");
+    auto m = std::make_unique<CudaLlama>(std::move(cpu), opt);
+    EMBER_TRY(m->init());
+    return std::unique_ptr<CausalLM>(std::move(m));
+}
+
+}  // namespace ember::cuda

@@ -1,0 +1,166 @@
+// Llama-family model: GGUF loading (metadata → config, tensors → weights) and the CPU forward pass.
+#include "models/llama.h"
+
+#include <cmath>
+
+#include "ops/linear/linear.h"
+#include "ops/norm/norm.h"
+
+namespace ember {
+
+namespace {
+
+std::string blk(int64_t l, const char* rest) { return "blk." + std::to_string(l) + "." + rest; }
+
+Expected<LlamaConfig> read_config(const GgufFile& f) {
+    LlamaConfig c;
+    EMBER_ASSIGN(c.arch, f.get_string("general.architecture"));
+    const std::string a = c.arch + ".";
+    EMBER_ASSIGN(c.n_layers, f.get_int(a + "block_count"));
+    EMBER_ASSIGN(c.hidden, f.get_int(a + "embedding_length"));
+    EMBER_ASSIGN(c.ffn, f.get_int(a + "feed_forward_length"));
+    EMBER_ASSIGN(c.n_heads, f.get_int(a + "attention.head_count"));
+    EMBER_ASSIGN(c.n_kv, f.get_int_or(a + "attention.head_count_kv", c.n_heads));
+    EMBER_ASSIGN(c.context, f.get_int_or(a + "context_length", 4096));
+    EMBER_ASSIGN(double eps, f.get_float(a + "attention.layer_norm_rms_epsilon"));
+    EMBER_ASSIGN(double theta, f.get_float_or(a + "rope.freq_base", 10000.0));
+    c.eps = static_cast<float>(eps);
+    c.rope_theta = static_cast<float>(theta);
+    const char* p = f.path().c_str();
+    EMBER_REQUIRE(c.n_layers > 0 && c.n_layers <= 1024 && c.hidden > 0 && c.ffn > 0 && c.n_heads > 0 && c.n_kv > 0,
+                  "%s: bad %s dimensions (block_count %lld, embedding_length %lld, feed_forward_length %lld, heads "
+                  "%lld/%lld)", p, c.arch.c_str(), (long long)c.n_layers, (long long)c.hidden, (long long)c.ffn,
+                  (long long)c.n_heads, (long long)c.n_kv);
+    EMBER_REQUIRE(c.n_heads % c.n_kv == 0, "%s: %lld attention heads are not a multiple of %lld kv heads", p,
+                  (long long)c.n_heads, (long long)c.n_kv);
+    EMBER_ASSIGN(c.head_dim, f.get_int_or(a + "attention.key_length", c.hidden / c.n_heads));
+    EMBER_ASSIGN(int64_t vdim, f.get_int_or(a + "attention.value_length", c.head_dim));
+    EMBER_REQUIRE(vdim == c.head_dim, "%s: key_length %lld != value_length %lld is not supported", p,
+                  (long long)c.head_dim, (long long)vdim);
+    EMBER_ASSIGN(c.rot_dim, f.get_int_or(a + "rope.dimension_count", c.head_dim));
+    EMBER_REQUIRE(c.head_dim > 0 && c.rot_dim > 0 && c.rot_dim % 2 == 0 && c.rot_dim <= c.head_dim,
+                  "%s: rope.dimension_count %lld with head dim %lld", p, (long long)c.rot_dim, (long long)c.head_dim);
+    EMBER_ASSIGN(std::string scaling, f.get_string_or(a + "rope.scaling.type", "none"));
+    EMBER_REQUIRE(scaling == "none", "%s: rope scaling type '%s' is not supported yet", p, scaling.c_str());
+    // llama.cpp's `llama` graphs rotate adjacent pairs (its converter permutes HF's q/k rows); qwen2/3 use NeoX.
+    c.rope_style = c.arch == "llama" ? RopeStyle::INTERLEAVED : RopeStyle::NEOX;
+    const GgufTensor* emb = f.tensor("token_embd.weight");
+    EMBER_REQUIRE(emb && emb->ne.size() == 2, "%s: missing or non-2-D tensor 'token_embd.weight'", p);
+    c.vocab = emb->ne[1];
+    return c;
+}
+
+}  // namespace
+
+Expected<std::unique_ptr<CausalLM>> Llama::load_gguf(std::shared_ptr<const GgufFile> f) {
+    auto m = std::make_unique<Llama>();
+    EMBER_ASSIGN(m->cfg_, read_config(*f));
+    const LlamaConfig& c = m->cfg_;
+    GgufWeights g(f);
+    const int64_t H = c.hidden, d = c.head_dim;
+    EMBER_ASSIGN(m->embed_, g.matrix("token_embd.weight", c.vocab, H));
+    if (g.has("output.weight")) {
+        EMBER_ASSIGN(m->head_, g.matrix("output.weight", c.vocab, H));
+    } else {
+        m->head_ = m->embed_;  // tied
+    }
+    EMBER_ASSIGN(m->out_norm_, g.vec("output_norm.weight", H));
+    StdAttentionShape& s = m->shape_;
+    s.hidden = H; s.n_heads = c.n_heads; s.n_kv = c.n_kv; s.head_dim = d; s.rot_dim = c.rot_dim;
+    s.rope_theta = c.rope_theta; s.eps = c.eps; s.rope_style = c.rope_style;
+    if (g.has("rope_freqs.weight")) { EMBER_ASSIGN(s.freq_factors, g.vec("rope_freqs.weight", c.rot_dim / 2)); }
+    for (int64_t l = 0; l < c.n_layers; ++l) {
+        LlamaLayer L;
+        EMBER_ASSIGN(L.attn_norm, g.vec(blk(l, "attn_norm.weight"), H));
+        EMBER_ASSIGN(L.ffn_norm, g.vec(blk(l, "ffn_norm.weight"), H));
+        EMBER_ASSIGN(L.attn.q_proj, g.matrix(blk(l, "attn_q.weight"), c.n_heads * d, H));
+        EMBER_ASSIGN(L.attn.k_proj, g.matrix(blk(l, "attn_k.weight"), c.n_kv * d, H));
+        EMBER_ASSIGN(L.attn.v_proj, g.matrix(blk(l, "attn_v.weight"), c.n_kv * d, H));
+        EMBER_ASSIGN(L.attn.o_proj, g.matrix(blk(l, "attn_output.weight"), H, c.n_heads * d));
+        if (g.has(blk(l, "attn_q.bias"))) {
+            EMBER_ASSIGN(L.attn.q_bias, g.vec(blk(l, "attn_q.bias"), c.n_heads * d));
+            EMBER_ASSIGN(L.attn.k_bias, g.vec(blk(l, "attn_k.bias"), c.n_kv * d));
+            EMBER_ASSIGN(L.attn.v_bias, g.vec(blk(l, "attn_v.bias"), c.n_kv * d));
+        }
+        if (g.has(blk(l, "attn_q_norm.weight"))) {
+            EMBER_ASSIGN(L.attn.q_norm, g.vec(blk(l, "attn_q_norm.weight"), d));
+            EMBER_ASSIGN(L.attn.k_norm, g.vec(blk(l, "attn_k_norm.weight"), d));
+        }
+        EMBER_ASSIGN(L.mlp.gate_proj, g.matrix(blk(l, "ffn_gate.weight"), c.ffn, H));
+        EMBER_ASSIGN(L.mlp.up_proj, g.matrix(blk(l, "ffn_up.weight"), c.ffn, H));
+        EMBER_ASSIGN(L.mlp.down_proj, g.matrix(blk(l, "ffn_down.weight"), H, c.ffn));
+        m->layers_.push_back(std::move(L));
+    }
+    m->file_ = f;
+
+    ModelInfo& i = m->info_;
+    EMBER_ASSIGN(std::string name, f->get_string_or("general.name", ""));
+    i.architecture = c.arch + (name.empty() ? "" : " (" + name + ")");
+    i.source = f->path();
+    i.weight_format = "GGUF: " + g.type_summary();
+    i.vocab_size = c.vocab;
+    i.hidden_size = H;
+    i.num_layers = c.n_layers;
+    i.max_context = c.context;
+    const bool tied = m->head_.data == m->embed_.data;
+    int64_t params = c.vocab * H * (tied ? 1 : 2) + H, bytes = m->embed_.total_bytes() / c.vocab + m->head_.total_bytes();
+    for (const auto& L : m->layers_) {
+        for (const Weight* w : {&L.attn.q_proj, &L.attn.k_proj, &L.attn.v_proj, &L.attn.o_proj, &L.mlp.gate_proj,
+                                &L.mlp.up_proj, &L.mlp.down_proj}) {
+            params += w->rows * w->cols;
+            bytes += w->total_bytes();
+        }
+        params += 2 * H;
+    }
+    i.n_params = params;
+    i.weight_bytes = bytes;
+    i.kv_bytes_per_token = c.n_layers * 2 * c.n_kv * d * 4;
+    i.details = strfmt("layers: %lld; attention: %lld q heads, %lld kv heads, head_dim %lld, rope %s dims %lld theta %g%s%s\n"
+                       "mlp: SwiGLU, intermediate %lld; vocab %lld; head %s; rms eps %g\n",
+                       (long long)c.n_layers, (long long)c.n_heads, (long long)c.n_kv, (long long)d,
+                       c.rope_style == RopeStyle::NEOX ? "neox" : "interleaved", (long long)c.rot_dim, c.rope_theta,
+                       s.freq_factors.empty() ? "" : " (frequency factors)",
+                       m->layers_[0].attn.q_norm.empty() ? "" : ", q/k norm", (long long)c.ffn, (long long)c.vocab,
+                       tied ? "tied to the embedding" : "separate", c.eps);
+    return std::unique_ptr<CausalLM>(std::move(m));
+}
+
+std::unique_ptr<ModelState> Llama::new_state() const {
+    auto st = std::make_unique<LlamaState>();
+    st->kv.resize(cfg_.n_layers);
+    for (auto& kv : st->kv) {
+        kv.n_kv = cfg_.n_kv;
+        kv.head_dim = cfg_.head_dim;
+    }
+    return st;
+}
+
+Status Llama::forward(ModelState& state, const int32_t* tokens, int64_t n, float* logits, bool all_logits) const {
+    auto* st = dynamic_cast<LlamaState*>(&state);
+    EMBER_REQUIRE(st != nullptr, "forward: state does not belong to a Llama-family model");
+    EMBER_REQUIRE(n > 0, "forward: no tokens");
+    EMBER_REQUIRE(st->pos + n <= cfg_.context, "context full: %lld + %lld tokens exceed the model's context of %lld",
+                  (long long)st->pos, (long long)n, (long long)cfg_.context);
+    const int64_t H = cfg_.hidden;
+    for (int64_t t = 0; t < n; ++t)
+        EMBER_REQUIRE(tokens[t] >= 0 && tokens[t] < cfg_.vocab, "token id %d at position %lld is out of range [0, %lld)",
+                      tokens[t], (long long)t, (long long)cfg_.vocab);
+    std::vector<float> x(n * H), xn(n * H), y(n * H);
+    for (int64_t t = 0; t < n; ++t) weight_row(embed_, tokens[t], &x[t * H]);
+    for (int64_t l = 0; l < cfg_.n_layers; ++l) {
+        const LlamaLayer& L = layers_[l];
+        rmsnorm(x.data(), L.attn_norm.data(), xn.data(), n, H, cfg_.eps);
+        attention_layer(L.attn, shape_, st->kv[l], st->pos, xn.data(), n, y.data());
+        for (int64_t i = 0; i < n * H; ++i) x[i] += y[i];
+        rmsnorm(x.data(), L.ffn_norm.data(), xn.data(), n, H, cfg_.eps);
+        swiglu_mlp(L.mlp, xn.data(), n, y.data());
+        for (int64_t i = 0; i < n * H; ++i) x[i] += y[i];
+    }
+    st->pos += n;
+    const int64_t rows = all_logits ? n : 1;
+    rmsnorm(all_logits ? x.data() : &x[(n - 1) * H], out_norm_.data(), xn.data(), rows, H, cfg_.eps);
+    linear(head_, xn.data(), rows, logits);
+    return Status::ok();
+}
+
+}  // namespace ember

@@ -1,0 +1,631 @@
+// ops/linear/linear_gemv_q.cu: y = x·Wᵀ for MLX affine 4-/8-bit weights and n ≤ 8 tokens — the streaming
+// tensor-core GEMV ("q" kernel; spec and error bound: linear_cuda.h; tests: linear_cuda_test.cpp QKernel*; a
+// lane-exact CPU emulation of this file's index math: bench/gpu/gemv_q_emulate.py — keep the two in step).
+//
+// Design (numbers for q4 g64 bf16 on an H200: 132 SMs, ~4.26 TB/s copy bandwidth, ~32 GB/s per SM):
+//  - Weights go straight from HBM into registers: every warp-wide load reads whole 32-byte sectors (lanes t = 0..3
+//    of a row read 4 consecutive 16-, 8- or 4-byte pieces), ld.global.nc.L1::no_allocate, a 3-deep register ring
+//    per warp (2 iterations = 4 KB per warp, 64 KB per SM in flight ≈ 2 µs of the SM's share of bandwidth). No
+//    shared-memory staging of weights, no block barriers in the streaming loop (S = 1).
+//  - mma.m16n8k16 (bf16 in, fp32 accumulate), 16 rows per warp tile, the x-hi and x-lo MMAs in two independent
+//    accumulator chains. A code q enters as the exact bf16 16 + q (one shift + one LOP3 per two codes); an 8-bit
+//    code is split into nibbles l + 16h, h meeting 16·x. x enters as hi + lo (two bf16, |x − hi − lo| ≤ 2⁻¹⁶|x|).
+//  - The 8 MMA columns are (group, token) pairs: G groups × NT = 8/G tokens (G = 4 for n ≤ 2, 2 for n ≤ 4, 1 for
+//    n ≤ 8). The B fragment is zero where a column's group differs from the group of the codes at that k, so one
+//    accumulator holds the separate per-group sums C = Σ (16 + q)·x' of G groups, and the per-group scale is
+//    applied once per G groups and lane: acc += s·C + (b − 16·s)·X with X = Σ x' (8-bit: 272 instead of 16).
+//    Per 16 codes and lane: 1/4 load, 8 ALU (dequant), 2 MMA, 1 LDS (x fragments); plus ~2 per code-row of loop,
+//    cursor and scale work: ~2.5 instructions per code, ≈ 55 % of the issue rate at 90 % of copy bandwidth.
+//  - x is staged per block in shared memory once (already split into hi/lo, laid out as the B fragments of the
+//    active lanes, with the group sums X), while the first weight loads are in flight. When x does not fit, K is
+//    processed in chunks (x restaged per chunk, per-tile partial sums kept in shared memory).
+//  - Work split: one 16-warp block per SM, each owning a contiguous range of 16-row tiles (balanced to ±1 tile).
+//    Small matrices split K into S slices over the block's warps, summed through shared memory in a fixed order
+//    (one barrier per round of 16/S tiles). Deterministic, no atomics, no workspace: capturable in a graph.
+//  - Programmatic dependent launch (default on): the block signals launch_dependents at once and prefetches its
+//    first weights before griddepcontrol.wait, so its ramp-up overlaps the tail of the previous kernel of the
+//    stream; x and y are only touched after the wait. (W must not be written by the immediately preceding kernel.)
+//
+// Exactness (as linear_gemv_affine.cu): products of exact codes and hi/lo are exact in fp32, so
+//   y = Σ_groups s·C + (b − 16s)·X = s·Σ q·x' + b·Σ x'   up to fp32 accumulation rounding,   x' = hi + lo.
+// Loads outside the matrix are skipped; the stale codes left in those registers decode to finite values that meet
+// x' = 0 or rows that are never stored (their scales are loaded as 0).
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+
+#include "backend/cuda/cuda_check.h"
+#include "core/check.h"
+#include "ops/linear/linear_cuda.h"
+
+namespace ember::cuda::detail {
+namespace {
+
+constexpr int kWarps = 16, kThreads = 32 * kWarps;
+constexpr int kSmemMax = 227 * 1024;  // dynamic shared memory per block
+constexpr int kRedBytes = 2 * kWarps * 16 * 8 * 4;  // slice partials, double-buffered by round parity
+constexpr int kMaxChunkTiles = 128;   // tiles per block whose partials fit in shared memory when K is chunked
+
+// Compile-time layout of one configuration (BITS, GS, G). All sizes in bytes of one weight row.
+//   iteration: 128 row bytes × 16 rows (2 KB); lane t of row g reads NP pieces of LS bytes at p·4·LS + t·LS.
+//   span:      G groups (G·GB bytes); U spans per iteration (small groups) or V iterations per span (large).
+//   K-unit:    whole spans and whole iterations (KU = 128·V bytes): the unit of slicing and chunking.
+template <int BITS, int GS, int G>
+struct QC {
+    static constexpr int GB = GS * BITS / 8;             // bytes per group and row: 16 .. 128
+    static constexpr int NT = 8 / G;                     // tokens per MMA column set
+    static constexpr int SB = G * GB / 4;                // bytes per lane, row and span
+    static constexpr int V = SB >= 32 ? SB / 32 : 1;     // iterations per span
+    static constexpr int U = SB >= 32 ? 1 : 32 / SB;     // spans per iteration
+    static constexpr int LS = SB < 16 ? SB : 16;         // load size
+    static constexpr int NP = 32 / LS;                   // pieces (loads) per row and iteration
+    static constexpr int WPP = LS / 4;                   // 32-bit words per piece
+    static constexpr int SPAN = 4 * SB;                  // row bytes per span
+    static constexpr int KU = 128 * V;                   // row bytes per K-unit
+    static constexpr int SPK = V == 1 ? U : 1;           // spans per K-unit
+    static constexpr int AL = 32 / G;                    // lanes with a non-zero B fragment per step
+    static constexpr int STEP = AL * 16;                 // shared bytes of B fragments per k-step
+    static constexpr int XKU = V * 16 * STEP;            // shared bytes of B fragments per K-unit
+    static constexpr int SKU = SPK * 32;                 // shared bytes of group sums per K-unit ([span][8] f32)
+    static constexpr int ZERO = AL < 32 ? 16 * STEP : 0; // zero fragments read by inactive lanes
+    static constexpr int NSC = G * U;                    // raw scale registers per iteration and lane
+    static constexpr int BUF = 3;                        // register ring depth (iterations)
+    static constexpr float OFF = BITS == 4 ? 16.f : 272.f;
+    static_assert(NP * LS == 32 && (U == 1 || NP == U), "layout");
+};
+
+struct QArgs {
+    const uint8_t* w;     // [rows, row_bytes] codes
+    const void* scales;   // [rows, ngroups] sb dtype
+    const void* biases;
+    const float* x;       // [n, K]
+    float* y;             // [n, rows]
+    int64_t rows, tiles;
+    int row_bytes, ngroups, K, n;
+    int nku;              // K-units per row
+    int cs, nc;           // K-units per chunk, chunks
+    int S, spsl;          // slices per chunk, K-units per slice
+    int grid;
+    int x_aligned;        // x is 16-byte aligned (vector loads in staging)
+    int red;              // slices or chunks need the shared-memory reduction
+};
+
+template <class ST> struct SBT;
+template <> struct SBT<__nv_bfloat16> {
+    static __device__ __forceinline__ uint32_t load(const void* p, int64_t i) {
+        return __ldg(static_cast<const unsigned short*>(p) + i);
+    }
+    static __device__ __forceinline__ float f(uint32_t u) { return __uint_as_float(u << 16); }
+};
+template <> struct SBT<__half> {
+    static __device__ __forceinline__ uint32_t load(const void* p, int64_t i) {
+        return __ldg(static_cast<const unsigned short*>(p) + i);
+    }
+    static __device__ __forceinline__ float f(uint32_t u) { return __half2float(__ushort_as_half((unsigned short)u)); }
+};
+template <> struct SBT<float> {
+    static __device__ __forceinline__ uint32_t load(const void* p, int64_t i) {
+        return __float_as_uint(__ldg(static_cast<const float*>(p) + i));
+    }
+    static __device__ __forceinline__ float f(uint32_t u) { return __uint_as_float(u); }
+};
+
+// Streaming loads of LS bytes into N words (whole sectors per warp instruction; 4-byte pieces only cover half a
+// sector per instruction, so those keep L1 allocation for the neighbouring instruction).
+template <int LS>
+__device__ __forceinline__ void ldw(const uint8_t* p, uint32_t* v) {
+    if constexpr (LS == 16) {
+        asm("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];\n"
+                     : "=r"(v[0]), "=r"(v[1]), "=r"(v[2]), "=r"(v[3])
+                     : "l"(p));
+    } else if constexpr (LS == 8) {
+        asm("ld.global.nc.L1::no_allocate.v2.u32 {%0,%1}, [%2];\n" : "=r"(v[0]), "=r"(v[1]) : "l"(p));
+    } else {
+        asm("ld.global.nc.u32 %0, [%1];\n" : "=r"(v[0]) : "l"(p));
+    }
+}
+
+// bf16x2 {16 + nibble j, 16 + nibble j+4} of a word (j = 0..3): nibbles to mantissa bits 3-6 / 19-22, ORed
+// into 16.0 (0x4180: exponent 2⁴, mantissa bit 3 worth 1). One shift + one LOP3 ((v & m) | c, c in a register).
+__device__ __forceinline__ uint32_t pair16(uint32_t w, int j) {
+    const uint32_t v = j == 0 ? (w << 3) : (w >> (4 * j - 3));
+    uint32_t r;
+    asm("lop3.b32 %0, %1, %2, %3, 0xEA;\n" : "=r"(r) : "r"(v), "n"(0x00780078), "n"(0x41804180));
+    return r;
+}
+
+// D += A·B, m16n8k16 bf16 → f32 (fragment layout: PTX ISA; g = lane/4, t = lane%4: a0 row g k 2t..2t+1,
+// a1 row g+8, a2 row g k 2t+8.., a3 row g+8 k 2t+8..; b0 k 2t.. col g, b1 k 2t+8.. col g; d0,d1 row g cols
+// 2t, 2t+1; d2, d3 row g+8).
+__device__ __forceinline__ void mma(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
+                                    uint32_t b1) {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+// (a, b) → bf16x2 hi = rn(a, b), lo = rn(a − hi, b − hi) (a in the low halves); returns hi + lo (exact) as floats.
+__device__ __forceinline__ void split2(float a, float b, uint32_t& hi, uint32_t& lo, float& sa, float& sb) {
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(hi) : "f"(b), "f"(a));  // first operand → upper half
+    const float ha = __uint_as_float(hi << 16), hb = __uint_as_float(hi & 0xffff0000u);
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(lo) : "f"(b - hb), "f"(a - ha));
+    sa = ha + __uint_as_float(lo << 16);
+    sb = hb + __uint_as_float(lo & 0xffff0000u);
+}
+
+// Stage x for K-units [ku0, ku0 + nku_c) into shared memory: B fragments {b0 hi, b1 hi, b0 lo, b1 lo} of step
+// st (16 per iteration) and active slot tok·4 + t at xs + st·STEP + slot·16, and the group sums X[span][col].
+// One thread per (token, 32-bit word of the row): the word's 4 nibble pairs feed steps 2w and 2w+1 of lane t.
+// Tokens n .. NT−1 and columns ≥ K are staged as zeros.
+template <int BITS, int GS, int G>
+__device__ __forceinline__ void stage_x(const float* __restrict__ x, int K, int n, int x_aligned, int ku0, int nku_c,
+                                        uint8_t* xs, float* xsum) {
+    using C = QC<BITS, GS, G>;
+    constexpr int CPW = BITS == 4 ? 8 : 4;  // columns per word
+    const int words = nku_c * C::KU / 4;     // a multiple of 32: every warp is wholly inside or outside
+    const int byte0 = ku0 * C::KU;
+    for (int tok = 0; tok < C::NT; ++tok) {
+        const float* xt = x + int64_t(tok) * K;
+        for (int wi = int(threadIdx.x); wi < words; wi += kThreads) {  // warp-uniform condition (shuffles below)
+            const unsigned bl = 4u * unsigned(wi);  // chunk-local byte of the word
+            const int col0 = BITS == 4 ? 2 * (byte0 + int(bl)) : byte0 + int(bl);
+            // Position of the word in the iteration layout (see QC): piece p, lane tt, word w of the lane.
+            const unsigned itl = bl / 128u, o = bl % 128u;
+            const unsigned p = o / (4u * C::LS), tt = (o / C::LS) % 4u, wp = (o % C::LS) / 4u;
+            const unsigned w = p * C::WPP + wp;
+            uint8_t* dst = xs + (itl * 16 + 2 * w) * C::STEP + (tok * 4 + tt) * 16;
+            float sum = 0.f;
+            if (tok < n && col0 < K) {
+                float v[8];
+                if (x_aligned) {
+#pragma unroll
+                    for (int i = 0; i < CPW; i += 4) {
+                        const float4 q = __ldg(reinterpret_cast<const float4*>(xt + col0 + i));
+                        v[i] = q.x, v[i + 1] = q.y, v[i + 2] = q.z, v[i + 3] = q.w;
+                    }
+                } else {
+#pragma unroll
+                    for (int i = 0; i < CPW; ++i) v[i] = __ldg(xt + col0 + i);
+                }
+#pragma unroll
+                for (int h = 0; h < 2; ++h) {
+                    uint32_t b0h, b0l, b1h, b1l;
+                    float s0, s1, s2, s3;
+                    if constexpr (BITS == 4) {  // pair j = {x[j], x[j+4]}; b0 = pair 2h, b1 = pair 2h+1
+                        split2(v[2 * h], v[2 * h + 4], b0h, b0l, s0, s1);
+                        split2(v[2 * h + 1], v[2 * h + 5], b1h, b1l, s2, s3);
+                        sum += (s0 + s1) + (s2 + s3);
+                    } else {  // pair 2h = {x[h], x[h+2]} (low nibbles), pair 2h+1 = 16·{x[h], x[h+2]} (high)
+                        split2(v[h], v[h + 2], b0h, b0l, s0, s1);
+                        split2(16.f * v[h], 16.f * v[h + 2], b1h, b1l, s2, s3);
+                        sum += s0 + s1;
+                    }
+                    *reinterpret_cast<uint4*>(dst + h * C::STEP) = make_uint4(b0h, b1h, b0l, b1l);
+                }
+            } else {  // tokens ≥ n, columns ≥ K
+                *reinterpret_cast<uint4*>(dst) = make_uint4(0u, 0u, 0u, 0u);
+                *reinterpret_cast<uint4*>(dst + C::STEP) = make_uint4(0u, 0u, 0u, 0u);
+            }
+            // Group sum over the GB/4 consecutive words (lanes) of a group.
+#pragma unroll
+            for (int m = 1; m < C::GB / 4; m <<= 1) sum += __shfl_xor_sync(0xffffffffu, sum, m);
+            if (wi % (C::GB / 4) == 0) {
+                const unsigned span = bl / C::SPAN, gam = (bl % C::SPAN) / C::GB;
+                xsum[span * 8 + gam * C::NT + tok] = sum;
+            }
+        }
+    }
+}
+
+// After a round with slices or chunks: sum the slice partials of each (tile, row, token) in slice order, then
+// store y (last chunk) or keep the running sum in ypart.
+__device__ __forceinline__ void reduce_round(const float* red, float* ypart, float* y, int64_t rows, int64_t tile0,
+                                             int64_t tb1, int lt0, int TPR, int S, int n, bool first_chunk,
+                                             bool last_chunk) {
+    for (int e = int(threadIdx.x); e < TPR * 16 * n; e += kThreads) {
+        const int tl2 = e / (16 * n), rem = e % (16 * n), row16 = rem / n, tok = rem % n;
+        const int64_t tile = tile0 + tl2, row = tile * 16 + row16;
+        if (tile >= tb1 || row >= rows) continue;
+        float s = 0.f;
+        for (int q = 0; q < S; ++q) s += red[(tl2 * S + q) * 128 + row16 * 8 + tok];
+        float* yp = ypart + ((lt0 + tl2) * 16 + row16) * 8 + tok;
+        if (!first_chunk) s = *yp + s;
+        if (last_chunk) y[tok * rows + row] = s;
+        else *yp = s;
+    }
+}
+
+template <int BITS, int GS, int G, class ST>
+__global__ void __launch_bounds__(kThreads, 1) gemv_q_kernel(const QArgs a) {
+    using C = QC<BITS, GS, G>;
+    constexpr int BUF = C::BUF, NT = C::NT, ES = int(sizeof(ST));
+    extern __shared__ __align__(128) uint8_t smem[];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
+
+    // Shared memory: B fragments | group sums | zero fragments | slice partials | chunked tile partials.
+    uint8_t* xs = smem;
+    float* xsum = reinterpret_cast<float*>(smem + a.cs * C::XKU);
+    const int zero_off = a.cs * (C::XKU + C::SKU);
+    float* red = reinterpret_cast<float*>(smem + zero_off + C::ZERO);
+    float* ypart = red + kRedBytes / 4;
+    const uint8_t* zero = smem + zero_off;
+
+    // This block's tiles, in rounds of TPR tiles × S slices (warp w: tile lane w / S, slice w % S).
+    const int64_t tb0 = int64_t(blockIdx.x) * a.tiles / a.grid, tb1 = int64_t(blockIdx.x + 1) * a.tiles / a.grid;
+    const int TPR = kWarps / a.S, tl = warp / a.S, kq0 = (warp % a.S) * a.spsl;
+    const int nr = int((tb1 - tb0 + TPR - 1) / TPR);
+    const int nit = a.nc * nr * a.spsl * C::V;  // same for every warp of the block (barriers below)
+    const int n = a.n, cs = a.cs, spsl = a.spsl;
+    const int64_t rows = a.rows;
+    const int row_bytes = a.row_bytes, ngroups = a.ngroups;
+
+    uint32_t cw[BUF][16];      // codes: words 0..7 row g, 8..15 row g+8 (piece p: words p·WPP ..)
+    uint32_t sr[BUF][C::NSC];  // raw scales / biases, see below
+#pragma unroll
+    for (int j = 0; j < BUF; ++j) {
+#pragma unroll
+        for (int i = 0; i < 16; ++i) cw[j][i] = 0u;
+#pragma unroll
+        for (int i = 0; i < C::NSC; ++i) sr[j][i] = 0u;
+    }
+
+    // ---- load side: cursor (chunk lc, round lr, K-unit lq of the slice, iteration lv of the span) ----
+    // Scales: lane t loads G of the 4G values a quad needs per span (kinds s row g, s row g+8, b row g, b row g+8
+    // of each of the G groups): kinds (t·G) mod 4 + i of group gd = t·G/4, the group of the accumulator columns
+    // 2t, 2t+1 that the lane owns (apply() gathers the other kinds by shuffles).
+    const int gd = t * G / 4, kind0 = (t * G) % 4;
+    const int rb_t = row_bytes - t * C::LS;  // piece p is inside the row iff ib + p·4·LS < rb_t
+    const int64_t rs8 = int64_t(8) * ngroups * ES;
+    int lv = 0, lq = 0, lr = 0, lc = 0;
+    bool l_tile_ok = false, okg = false, okg8 = false;
+    const uint8_t* pw = a.w;  // row g of the tile
+    const uint8_t* spa = nullptr;  // kind kind0 (G = 1: kind t) at group 0
+    const uint8_t* spb = nullptr;  // G = 4: biases row g
+    auto round_ptrs = [&]() {
+        const int64_t tile = tb0 + int64_t(lr) * TPR + tl, r0 = tile * 16 + g;
+        l_tile_ok = tile < tb1;
+        okg = l_tile_ok && r0 < rows, okg8 = l_tile_ok && r0 + 8 < rows;
+        pw = a.w + r0 * row_bytes;
+        const int64_t rsb = (r0 + (G == 1 ? 8 * (t & 1) : 0)) * int64_t(ngroups) * ES;
+        spa = static_cast<const uint8_t*>(kind0 >= 2 ? a.biases : a.scales) + rsb;
+        spb = static_cast<const uint8_t*>(a.biases) + rsb;
+    };
+    round_ptrs();
+    auto lnext = [&]() {
+        if (++lv == C::V) {
+            lv = 0;
+            if (++lq == spsl) {
+                lq = 0;
+                if (++lr == nr) lr = 0, ++lc;
+                round_ptrs();
+            }
+        }
+    };
+    auto load = [&](int slot) {
+        const int kq = kq0 + lq, ku = lc * cs + kq;
+        if (!(l_tile_ok && kq < cs && ku < a.nku)) return;
+        const int ib = (ku * C::V + lv) * 128;  // row byte of the iteration
+        const uint8_t* pg = pw + ib + t * C::LS;
+        // Pieces outside the matrix are not loaded and keep stale codes: any word decodes to finite bf16 values
+        // (16 .. 31), which meet x' = 0 (columns ≥ K are staged as zeros) or belong to rows ≥ rows, whose scales
+        // and biases are loaded as 0 and whose sums are never stored.
+#pragma unroll
+        for (int p = 0; p < C::NP; ++p) {
+            const bool okp = ib + p * 4 * C::LS < rb_t;
+            if (okp && okg) ldw<C::LS>(pg + p * 4 * C::LS, &cw[slot][p * C::WPP]);
+            if (okp && okg8) ldw<C::LS>(pg + 8 * int64_t(row_bytes) + p * 4 * C::LS, &cw[slot][8 + p * C::WPP]);
+        }
+        if (C::V > 1 && lv != C::V - 1) return;  // scales ride with the span's last iteration
+#pragma unroll
+        for (int us = 0; us < C::U; ++us) {
+            const int gi = (ib / C::SPAN + us) * G + gd;
+            const bool okgi = gi < ngroups;
+#pragma unroll
+            for (int i = 0; i < G; ++i) {
+                const uint8_t* p = (G == 4 && i >= 2 ? spb : spa) + (G > 1 && (i & 1) ? rs8 : 0) + int64_t(gi) * ES;
+                const bool okr = G == 1 ? ((t & 1) ? okg8 : okg) : ((i & 1) ? okg8 : okg);
+                sr[slot][us * G + i] = okr && okgi ? SBT<ST>::load(p, 0) : 0u;
+            }
+        }
+    };
+
+    // ---- compute side ----
+    float acc[4] = {0.f, 0.f, 0.f, 0.f};  // rows g, g, g+8, g+8 × accumulator columns 2t, 2t+1
+    float Dh[4] = {0.f, 0.f, 0.f, 0.f}, Dl[4] = {0.f, 0.f, 0.f, 0.f};  // x hi / x lo chains (independent MMAs)
+    // Lane's B-fragment offset for piece p in iteration v: its slot if its column's group (g / NT) is the group
+    // of the codes it holds there, else −1 (zero fragments).
+    const int tslot16 = ((g % NT) * 4 + t) * 16;
+    auto boff = [&](int p, int v) -> int {
+        const int gam = C::U > 1 ? gd : ((v * 128 + p * 4 * C::LS + t * C::LS) % C::SPAN) / C::GB;
+        return g / NT == gam ? tslot16 : -1;
+    };
+
+    // Per-span scale application (all lanes; shuffles inside).
+    auto apply = [&](const uint32_t* raw, int span_local) {
+        float sv[G];
+#pragma unroll
+        for (int i = 0; i < G; ++i) sv[i] = SBT<ST>::f(raw[i]);
+        float k4[4];
+        if constexpr (G == 4) {
+#pragma unroll
+            for (int k = 0; k < 4; ++k) k4[k] = sv[k];
+        } else {
+            const int src0 = (lane & ~3) | (t & ~(4 / G - 1));
+#pragma unroll
+            for (int k = 0; k < 4; ++k) k4[k] = __shfl_sync(0xffffffffu, sv[k % G], src0 + k / G);
+        }
+        const float2 X = *reinterpret_cast<const float2*>(xsum + span_local * 8 + 2 * t);
+        const float bg = fmaf(-C::OFF, k4[0], k4[2]), bg8 = fmaf(-C::OFF, k4[1], k4[3]);
+        acc[0] = fmaf(k4[0], Dh[0] + Dl[0], fmaf(bg, X.x, acc[0]));
+        acc[1] = fmaf(k4[0], Dh[1] + Dl[1], fmaf(bg, X.y, acc[1]));
+        acc[2] = fmaf(k4[1], Dh[2] + Dl[2], fmaf(bg8, X.x, acc[2]));
+        acc[3] = fmaf(k4[1], Dh[3] + Dl[3], fmaf(bg8, X.y, acc[3]));
+#pragma unroll
+        for (int i = 0; i < 4; ++i) Dh[i] = Dl[i] = 0.f;
+    };
+
+    auto compute = [&](int slot, int kq, int v) {
+        const uint8_t* xit = xs + (kq * C::V + v) * (16 * C::STEP);
+#pragma unroll
+        for (int p = 0; p < C::NP; ++p) {
+            const int bo = boff(p, v);
+            const uint8_t* base = bo >= 0 ? xit + bo : zero;
+#pragma unroll
+            for (int ss = 0; ss < 2 * C::WPP; ++ss) {
+                const int s = p * 2 * C::WPP + ss, w = p * C::WPP + ss / 2, h = ss & 1;
+                const uint32_t a0 = pair16(cw[slot][w], 2 * h), a2 = pair16(cw[slot][w], 2 * h + 1);
+                const uint32_t a1 = pair16(cw[slot][8 + w], 2 * h), a3 = pair16(cw[slot][8 + w], 2 * h + 1);
+                const uint4 bq = *reinterpret_cast<const uint4*>(base + s * C::STEP);
+                mma(Dh, a0, a1, a2, a3, bq.x, bq.y);  // x hi
+                mma(Dl, a0, a1, a2, a3, bq.z, bq.w);  // x lo
+            }
+            if constexpr (C::U > 1) apply(&sr[slot][p * G], kq * C::U + p);
+        }
+        if constexpr (C::U == 1) {
+            if (v == C::V - 1) apply(&sr[slot][0], kq);
+        }
+    };
+
+    // End of a round: sum the lanes that hold other groups of the same token, then store (one slice, one chunk)
+    // or go through shared memory (slices: fixed order; chunks: running per-tile partials).
+    int par = 0;
+    auto finish = [&](int r, int c) {
+        if constexpr (G == 4) {
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+                acc[i] += __shfl_xor_sync(0xffffffffu, acc[i], 1);
+                acc[i] += __shfl_xor_sync(0xffffffffu, acc[i], 2);
+            }
+        } else if constexpr (G == 2) {
+#pragma unroll
+            for (int i = 0; i < 4; ++i) acc[i] += __shfl_xor_sync(0xffffffffu, acc[i], 2);
+        }
+        const bool writer = G == 4 ? t == 0 : G == 2 ? t < 2 : true;
+        const int tok0 = (2 * t) % NT;
+        const int64_t tile0 = tb0 + int64_t(r) * TPR;
+        if (!a.red) {
+            const int64_t tile = tile0 + tl;
+            if (writer && tile < tb1) {
+#pragma unroll
+                for (int i = 0; i < 4; ++i) {
+                    const int64_t row = tile * 16 + g + 8 * (i >> 1);
+                    const int tok = tok0 + (i & 1);
+                    if (row < rows && tok < n) a.y[tok * rows + row] = acc[i];
+                }
+            }
+        } else {
+            float* rw = red + (par * kWarps + warp) * 128;
+            if (writer) {
+#pragma unroll
+                for (int i = 0; i < 4; ++i) rw[(g + 8 * (i >> 1)) * 8 + tok0 + (i & 1)] = acc[i];
+            }
+            __syncthreads();
+            reduce_round(red + par * kWarps * 128, ypart, a.y, rows, tile0, tb1, r * TPR, TPR, a.S, n, c == 0,
+                         c == a.nc - 1);
+            par ^= 1;
+        }
+#pragma unroll
+        for (int i = 0; i < 4; ++i) acc[i] = 0.f;
+    };
+
+    // Programmatic dependent launch: let the next kernel of the stream be scheduled as our blocks retire (it waits
+    // for our completion before touching memory we write), and prefetch our weights before waiting for the
+    // previous kernel (weights are not written by it; x and y are only touched after the wait).
+    asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+    // Prologue: fill the ring, wait for the producer of x, then zero the zero fragments and stage x while the
+    // loads land.
+#pragma unroll
+    for (int j = 0; j < BUF - 1; ++j) {
+        if (j < nit) load(j);
+        lnext();
+    }
+    asm volatile("griddepcontrol.wait;\n" ::: "memory");
+    for (int i = int(threadIdx.x); i < C::ZERO / 16; i += kThreads)
+        reinterpret_cast<uint4*>(smem + zero_off)[i] = make_uint4(0u, 0u, 0u, 0u);
+    stage_x<BITS, GS, G>(a.x, a.K, n, a.x_aligned, 0, min(cs, a.nku), xs, xsum);
+    __syncthreads();
+
+    int cv = 0, cq = 0, cr = 0, cc = 0;  // compute cursor
+    bool c_tile_ok = tb0 + tl < tb1;
+    for (int base = 0; base < nit; base += BUF) {
+#pragma unroll
+        for (int j = 0; j < BUF; ++j) {
+            const int it = base + j;
+            if (it + BUF - 1 < nit) load((j + BUF - 1) % BUF);
+            lnext();
+            if (it < nit) {
+                const int kq = kq0 + cq;
+                if (c_tile_ok && kq < cs && cc * cs + kq < a.nku) compute(j, kq, cv);
+                if (++cv == C::V) {
+                    cv = 0;
+                    if (++cq == spsl) {  // end of a round
+                        cq = 0;
+                        finish(cr, cc);
+                        if (++cr == nr) {
+                            cr = 0;
+                            if (++cc < a.nc) {  // next chunk of x (every thread is past its last read: barrier in finish)
+                                const int k0 = cc * cs;
+                                stage_x<BITS, GS, G>(a.x, a.K, n, a.x_aligned, k0, min(cs, a.nku - k0), xs, xsum);
+                                __syncthreads();
+                            }
+                        }
+                        c_tile_ok = tb0 + int64_t(cr) * TPR + tl < tb1;
+                    }
+                }
+            }
+        }
+    }
+}
+
+int sm_count() {
+    static const int n = [] {
+        int dev = 0, v = 0;
+        CUDA_CHECK(cudaGetDevice(&dev));
+        CUDA_CHECK(cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev));
+        return v;
+    }();
+    return n;
+}
+
+// Host mirror of QC for a run-time (bits, gs, G).
+struct QLayout {
+    int GB, SB, V, U, KU, SPK, AL, XKU, SKU, ZERO;
+    QLayout(int bits, int gs, int G) {
+        GB = gs * bits / 8, SB = G * GB / 4, V = SB >= 32 ? SB / 32 : 1, U = SB >= 32 ? 1 : 32 / SB;
+        KU = 128 * V, SPK = V == 1 ? U : 1, AL = 32 / G;
+        XKU = V * 16 * AL * 16, SKU = SPK * 32, ZERO = AL < 32 ? 16 * AL * 16 : 0;
+    }
+};
+
+struct QPlan {
+    QArgs a;
+    int G;
+    bool pdl;
+    size_t smem;
+};
+
+// Work split for one call. Returns false when x cannot be staged (then another kernel runs).
+bool plan(const Weight& W, int n, const GemvTuning& tune, QPlan& P) {
+    QArgs& a = P.a;
+    int G = n <= 2 ? 4 : n <= 4 ? 2 : 1;
+    if (tune.q_groups) G = tune.q_groups;
+    EMBER_CHECK((G == 1 || G == 2 || G == 4) && 8 / G >= n, "gemv_q: groups per MMA %d for n=%d", G, n);
+    P.G = G;
+    const QLayout L(W.bits, W.group_size, G);
+    a.rows = W.rows, a.row_bytes = int(W.cols * W.bits / 8), a.ngroups = int(W.cols / W.group_size);
+    a.K = int(W.cols), a.n = n;
+    a.tiles = (W.rows + 15) / 16;
+    a.nku = (a.row_bytes + L.KU - 1) / L.KU;
+    int grid = int(std::min<int64_t>(a.tiles, sm_count()));
+    if (tune.q_max_blocks > 0) grid = std::min(grid, tune.q_max_blocks);
+    a.grid = std::max(grid, 1);
+    const int64_t tpb = (a.tiles + a.grid - 1) / a.grid;  // most tiles of a block
+    const int per_ku = L.XKU + L.SKU;
+    const int budget = kSmemMax - L.ZERO;
+    // Chunks of K (x does not fit, or forced by the tuning for tests).
+    int cs = a.nku;
+    if (tune.q_chunk > 0) cs = std::min(cs, tune.q_chunk);
+    if (int64_t(cs) * per_ku > budget - kRedBytes) {
+        const int64_t room = budget - kRedBytes - tpb * 16 * 8 * 4;
+        if (tpb > kMaxChunkTiles || room < per_ku) return false;
+        cs = int(std::min<int64_t>(cs, room / per_ku));
+    }
+    a.cs = cs, a.nc = (a.nku + cs - 1) / cs;
+    // Slices: fewest iterations per warp (rounds × K-units per slice); ties within 10 % go to fewer slices.
+    int S = 1;
+    if (tune.q_slices) {
+        S = tune.q_slices;
+    } else {
+        double best = 0;
+        for (int s : {1, 2, 4, 8, 16}) {
+            const int64_t rounds = (tpb + (kWarps / s) - 1) / (kWarps / s), spsl = (cs + s - 1) / s;
+            const double cost = double(rounds * spsl) * (s > 1 ? 1.02 : 1.0);
+            if (s == 1 || cost < best * 0.9) best = cost, S = s;
+        }
+    }
+    EMBER_CHECK(S == 1 || S == 2 || S == 4 || S == 8 || S == 16, "gemv_q: slices %d", S);
+    a.S = S, a.spsl = (cs + S - 1) / S;
+    a.red = (S > 1 || a.nc > 1) ? 1 : 0;
+    P.smem = size_t(cs) * per_ku + L.ZERO + (a.red ? kRedBytes : 0) + (a.nc > 1 ? size_t(tpb) * 16 * 8 * 4 : 0);
+    EMBER_CHECK(P.smem <= size_t(kSmemMax), "gemv_q: %zu bytes of shared memory", P.smem);
+    return true;
+}
+
+template <int BITS, int GS, int G, class ST>
+void launch(const QPlan& P, cudaStream_t stream) {
+    auto kernel = gemv_q_kernel<BITS, GS, G, ST>;
+    static const bool attr_set = [&] {  // once per instance (single-device process)
+        CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemMax));
+        return true;
+    }();
+    (void)attr_set;
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(unsigned(P.a.grid));
+    cfg.blockDim = dim3(kThreads);
+    cfg.dynamicSmemBytes = P.smem;
+    cfg.stream = stream;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = P.pdl ? 1 : 0;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, P.a));
+}
+
+template <int BITS, int GS, int G>
+void launch_st(DType st, const QPlan& P, cudaStream_t stream) {
+    if (st == DType::BF16) launch<BITS, GS, G, __nv_bfloat16>(P, stream);
+    else if (st == DType::F16) launch<BITS, GS, G, __half>(P, stream);
+    else launch<BITS, GS, G, float>(P, stream);
+}
+
+template <int BITS, int GS>
+void launch_g(DType st, const QPlan& P, cudaStream_t stream) {
+    if (P.G == 4) launch_st<BITS, GS, 4>(st, P, stream);
+    else if (P.G == 2) launch_st<BITS, GS, 2>(st, P, stream);
+    else launch_st<BITS, GS, 1>(st, P, stream);
+}
+
+bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+
+}  // namespace
+
+bool gemv_affine_q(const Weight& W, const float* x, int n, float* y, cudaStream_t stream, const GemvTuning& tune,
+                   char* describe, size_t describe_bytes) {
+    if (W.format != WeightFormat::AFFINE || (W.bits != 4 && W.bits != 8) || !aligned16(W.data)) return false;
+    if (W.group_size != 32 && W.group_size != 64 && W.group_size != 128) return false;
+    if (W.sb_dtype != DType::BF16 && W.sb_dtype != DType::F16 && W.sb_dtype != DType::F32) return false;
+    if (W.cols * W.bits / 8 >= (int64_t(1) << 30) || W.cols % W.group_size != 0) return false;
+    EMBER_CHECK(n >= 1 && n <= 8, "gemv_affine_q: n=%d", n);
+    QPlan P{};
+    if (!plan(W, n, tune, P)) return false;
+    static const bool pdl_env = [] {
+        const char* e = std::getenv("EMBER_GEMV_PDL");
+        return !(e && e[0] == '0');
+    }();
+    P.pdl = tune.q_pdl ? tune.q_pdl > 0 : pdl_env;
+    P.a.w = static_cast<const uint8_t*>(W.data), P.a.scales = W.scales, P.a.biases = W.biases;
+    P.a.x = x, P.a.y = y;
+    P.a.x_aligned = aligned16(x) ? 1 : 0;
+    if (describe)
+        std::snprintf(describe, describe_bytes, "q%d g%d G%d S%d ch%d grid%d smem%zuK%s", W.bits, W.group_size, P.G,
+                      P.a.S, P.a.nc, P.a.grid, (P.smem + 1023) / 1024, P.pdl ? " pdl" : "");
+    if (x == nullptr || W.rows == 0) return true;  // describe only / nothing to do
+    EMBER_CHECK(W.scales && W.biases && y, "gemv_affine_q: null pointer");
+    switch (W.bits * 1000 + W.group_size) {
+        case 4032: launch_g<4, 32>(W.sb_dtype, P, stream); break;
+        case 4064: launch_g<4, 64>(W.sb_dtype, P, stream); break;
+        case 4128: launch_g<4, 128>(W.sb_dtype, P, stream); break;
+        case 8032: launch_g<8, 32>(W.sb_dtype, P, stream); break;
+        case 8064: launch_g<8, 64>(W.sb_dtype, P, stream); break;
+        default: launch_g<8, 128>(W.sb_dtype, P, stream); break;
+    }
+    CUDA_CHECK(cudaGetLastError());
+    return true;
+}
+
+}  // namespace ember::cuda::detail
