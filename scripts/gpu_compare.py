@@ -85,10 +85,15 @@ for case, gguf, oracle in [("llama_gqa_untied", "model-f32.gguf", "ref_logits.bi
                            ("llama_mqa_tied", "model-q8_0.gguf", "dequant_logits_q8_0.bin"),
                            ("qwen3_qknorm", "model-q8_0.gguf", "dequant_logits_q8_0.bin"),
                            ("llama_kquant", "model-q4_0.gguf", "dequant_logits_q4_0.bin"),
-                           ("llama_kquant", "model-q4_k_m.gguf", "dequant_logits_q4_k_m.bin")]:
+                           ("llama_kquant", "model-q4_k_m.gguf", "dequant_logits_q4_k_m.bin"),
+                           ("qwen35_flat_gqa3_dkdv", "model-q8_0.gguf", "llama_f32dequant_logits_q8_0.bin"),
+                           ("qwen35_mm_tied_q8_0", "model-q8_0.gguf", "llama_f32dequant_logits_q8_0.bin")]:
     d = os.path.join(gm, case)
     try:
-        toks = json.load(open(os.path.join(d, "prompt.json")))["tokens"]
+        pj = os.path.join(d, "prompt.json")
+        if not os.path.exists(pj):
+            pj = os.path.join(fx, "mm_tied", "prompt.json")
+        toks = json.load(open(pj))["tokens"]
         want = np.fromfile(os.path.join(d, oracle), dtype=np.float32).reshape(len(toks), -1)
         for extra in ([], ["--decode-from", "1"]):
             got = logits(["-m", os.path.join(d, gguf), "--device", "cuda", "--tokens", ",".join(map(str, toks)), *extra],

@@ -5,6 +5,7 @@
 
 #include "layers/gated_attention.h"
 #include "layers/gated_delta_net.h"
+#include "io/gguf.h"
 #include "layers/swiglu_mlp.h"
 #include "models/checkpoint.h"
 #include "models/model.h"
@@ -37,6 +38,8 @@ class Qwen35 : public CausalLM {
 public:
     static Expected<std::unique_ptr<CausalLM>> load(const std::string& dir, const nlohmann::json& config);
     static Expected<std::unique_ptr<CausalLM>> synthetic(const std::string& preset, uint64_t seed);
+    // llama.cpp GGUF (arch `qwen35`, qwen35.md §3c): norms already +1, ssm_a = −exp(A_log), value heads tiled.
+    static Expected<std::unique_ptr<CausalLM>> load_gguf(std::shared_ptr<const GgufFile> f);
 
     const ModelInfo& info() const override { return info_; }
     std::unique_ptr<ModelState> new_state() const override;
@@ -58,6 +61,8 @@ private:
     DeltaNetShape gdn_shape_{};
     ModelInfo info_;
     std::shared_ptr<Checkpoint> ckpt_;                    // keeps the mapped files alive
+    std::shared_ptr<const GgufFile> gguf_;                // (GGUF files)
+    KeyHeadMap head_map_ = KeyHeadMap::GROUPED;           // GGUF: TILED (value head h uses key head h % nk)
     std::vector<std::unique_ptr<uint8_t[]>> owned_;       // synthetic weights
 };
 

@@ -14,7 +14,7 @@ void Qwen35::finish_info(const std::string& source, const std::string& format) {
     gdn_shape_.hidden = c.hidden_size;
     gdn_shape_.conv_kernel = c.linear_conv_kernel_dim;
     gdn_shape_.heads = {c.linear_num_key_heads, c.linear_num_value_heads, c.linear_key_head_dim,
-                        c.linear_value_head_dim, KeyHeadMap::GROUPED};
+                        c.linear_value_head_dim, head_map_};
     gdn_shape_.eps = c.rms_norm_eps;
 
     ModelInfo& i = info_;

@@ -27,6 +27,7 @@ const GgufEntry kGgufRegistry[] = {
     {"llama", Llama::load_gguf},
     {"qwen2", Llama::load_gguf},
     {"qwen3", Llama::load_gguf},
+    {"qwen35", Qwen35::load_gguf},
 };
 
 Expected<std::unique_ptr<CausalLM>> load_gguf_model(const std::string& path) {

@@ -1,4 +1,4 @@
-// Llama-family GGUF files against exact oracles (tests/fixtures/gguf_models/, scripts/make_gguf_model_fixtures.py):
+// Llama-family and Qwen3.5 GGUF files against exact oracles (tests/fixtures/gguf_models/, scripts/make_gguf_model_fixtures.py):
 // tiny random-init Llama (GQA untied, MQA tied), Qwen3 (q/k norm) and a K-quant Llama converted by llama.cpp's
 // convert_hf_to_gguf.py (q/k rows permuted for `llama`) and quantized by llama.cpp. The oracle is transformers
 // in fp32 — on the HF weights for the F32 files (ref_logits.bin), on gguf-py's dequantization of the quantized
@@ -25,7 +25,8 @@ namespace fs = std::filesystem;
 struct Case {
     const char* dir;
     const char* gguf;
-    const char* oracle;
+    const char* oracle;  // relative to the case directory
+    const char* prompt = "prompt.json";
 };
 
 const Case kCases[] = {
@@ -37,6 +38,15 @@ const Case kCases[] = {
     {"qwen3_qknorm", "model-q8_0.gguf", "dequant_logits_q8_0.bin"},
     {"llama_kquant", "model-q4_0.gguf", "dequant_logits_q4_0.bin"},
     {"llama_kquant", "model-q4_k_m.gguf", "dequant_logits_q4_k_m.bin"},
+    // Qwen3.5 converted by llama.cpp (value heads tiled, ssm_a = −exp(A_log), norms +1): transformers on the bf16
+    // weights, and llama.cpp's F32 path on gguf-py's dequantization for Q8_0 (validated against transformers to
+    // ~6e-7 on the Llama cases).
+    {"qwen35_flat_gqa3_dkdv", "model-bf16.gguf", "ref_logits.bin"},
+    {"qwen35_flat_gqa3_dkdv", "model-q8_0.gguf", "llama_f32dequant_logits_q8_0.bin"},
+    {"qwen35_flat_untied_gqa3_bf16", "model-bf16.gguf", "../../qwen35/flat_untied_gqa3/ref_logits.bin",
+     "../../qwen35/flat_untied_gqa3/prompt.json"},
+    {"qwen35_mm_tied_bf16", "model-bf16.gguf", "../../qwen35/mm_tied/ref_logits.bin", "../../qwen35/mm_tied/prompt.json"},
+    {"qwen35_mm_tied_q8_0", "model-q8_0.gguf", "llama_f32dequant_logits_q8_0.bin", "../../qwen35/mm_tied/prompt.json"},
 };
 
 class GgufModelsOracle : public ::testing::TestWithParam<Case> {};
@@ -46,7 +56,7 @@ TEST_P(GgufModelsOracle, PrefillAndDecodeMatchTransformers) {
     const fs::path d = fs::path(EMBER_SOURCE_DIR) / "tests/fixtures/gguf_models" / c.dir;
     auto m = load_model((d / c.gguf).string());
     ASSERT_TRUE(m.is_ok()) << m.message();
-    const auto prompt = nlohmann::json::parse(ember_test::read_text(d / "prompt.json"))["tokens"].get<std::vector<int32_t>>();
+    const auto prompt = nlohmann::json::parse(ember_test::read_text(d / c.prompt))["tokens"].get<std::vector<int32_t>>();
     const std::vector<float> want = ember_test::read_f32(d / c.oracle);
     const int64_t n = int64_t(prompt.size()), V = (*m)->info().vocab_size;
     ASSERT_EQ(int64_t(want.size()), n * V);

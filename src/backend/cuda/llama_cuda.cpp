@@ -9,7 +9,6 @@
 #include "ops/activation/activation_cuda.h"
 #include "ops/attention/attention_cuda.h"
 #include "ops/embedding/embedding_cuda.h"
-#include "ops/linear/linear.h"
 #include "ops/linear/linear_cuda.h"
 #include "ops/norm/norm_cuda.h"
 
@@ -66,19 +65,8 @@ Status CudaLlama::init() {
     EMBER_REQUIRE(as.head_dim == 64 || as.head_dim == 128 || as.head_dim == 256,
                   "--device cuda: head dim %lld is not supported by the GPU attention (64, 128, 256)",
                   (long long)as.head_dim);
-    // The gather needs a dense table; block-quantized embeddings are expanded to f32 (exact) once.
     const Weight& E = host().embedding();
-    if (E.format == WeightFormat::GGML) {
-        std::vector<float> table(static_cast<size_t>(E.rows * E.cols));
-        for (int64_t r = 0; r < E.rows; ++r) weight_row(E, r, &table[static_cast<size_t>(r * E.cols)]);
-        EMBER_ASSIGN(const float* p, arena_.upload(table, "embedding"));
-        embed_ = E;
-        embed_.format = WeightFormat::DENSE;
-        embed_.dtype = DType::F32;
-        embed_.data = p;
-    } else {
-        EMBER_ASSIGN(embed_, arena_.upload(E, "embedding"));
-    }
+    EMBER_ASSIGN(embed_, arena_.upload_gather_table(E, "embedding"));
     if (host().head().data == E.data && E.format != WeightFormat::GGML) head_ = embed_;
     else { EMBER_ASSIGN(head_, arena_.upload(host().head(), "output")); }
     EMBER_ASSIGN(final_norm_, arena_.upload(host().final_norm(), "norm"));

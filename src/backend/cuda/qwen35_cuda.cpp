@@ -59,8 +59,8 @@ Status CudaQwen35::init() {
     EMBER_REQUIRE(gpu_available(), "--device cuda: no CUDA device is available");
     const Qwen35Config& c = host().config();
     const Qwen35Weights& w = host().weights();
-    EMBER_ASSIGN(embed_, arena_.upload(w.embed, "embedding"));
-    if (w.lm_head.data == w.embed.data) head_ = embed_;
+    EMBER_ASSIGN(embed_, arena_.upload_gather_table(w.embed, "embedding"));
+    if (w.lm_head.data == w.embed.data && w.embed.format != WeightFormat::GGML) head_ = embed_;
     else { EMBER_ASSIGN(head_, arena_.upload(w.lm_head, "lm_head")); }
     EMBER_ASSIGN(final_norm_, arena_.upload(w.final_norm, "norm"));
     for (const auto& L : w.layers) {

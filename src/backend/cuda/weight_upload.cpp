@@ -3,6 +3,8 @@
 
 #include <cstdint>
 
+#include "ops/linear/linear.h"
+
 namespace ember::cuda {
 
 Expected<const void*> DeviceArena::put(const void* src, size_t bytes, const char* what) {
@@ -46,6 +48,18 @@ Expected<Weight> DeviceArena::upload_stacked(const std::vector<const Weight*>& p
         EMBER_ASSIGN(d.scales, stack(&Weight::scales, d.row_sb_bytes(), true));
         EMBER_ASSIGN(d.biases, stack(&Weight::biases, d.row_sb_bytes(), true));
     }
+    return d;
+}
+
+Expected<Weight> DeviceArena::upload_gather_table(const Weight& E, const char* what) {
+    if (E.format != WeightFormat::GGML) return upload(E, what);
+    std::vector<float> table(static_cast<size_t>(E.rows * E.cols));
+    for (int64_t r = 0; r < E.rows; ++r) weight_row(E, r, &table[static_cast<size_t>(r * E.cols)]);
+    EMBER_ASSIGN(const float* p, upload(table, what));
+    Weight d = E;
+    d.format = WeightFormat::DENSE;
+    d.dtype = DType::F32;
+    d.data = p;
     return d;
 }
 

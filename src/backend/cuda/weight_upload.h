@@ -15,6 +15,9 @@ public:
     // input); error unless all share one layout (Weight::same_layout). Parts are recovered with rows_view().
     Expected<Weight> upload_stacked(const std::vector<const Weight*>& parts, const char* what);
     Expected<const float*> upload(const std::vector<float>& v, const char* what);
+    // An embedding table for embed_rows: uploaded as stored, except block-quantized (GGML) tables, which the
+    // gather kernel does not read — those are expanded to f32 once (exact: weight_row).
+    Expected<Weight> upload_gather_table(const Weight& E, const char* what);
     int64_t bytes() const { return bytes_; }
 
 private:
