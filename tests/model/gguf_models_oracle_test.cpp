@@ -85,11 +85,13 @@ TEST_P(GgufModelsOracle, PrefillAndDecodeMatchTransformers) {
             float second = -INFINITY;
             for (int64_t v = 0; v < V; ++v)
                 if (size_t(v) != a) second = std::max(second, w[v]);
-            if (w[a] - second > 1e-3f) EXPECT_EQ(a, b) << c.dir << "/" << c.gguf << " top-1 at position " << t;
+            if (w[a] - second > 1e-3f) {
+                EXPECT_EQ(a, b) << c.dir << "/" << c.gguf << " top-1 at position " << t;
+            }
         }
         if (decode_from == n)
-            std::printf("  [%s/%s vs %s] max rel L2 %.2e over %lld positions\n", c.dir, c.gguf, c.oracle, (long long)n,
-                        worst);
+            std::printf("  [%s/%s vs %s] max rel L2 %.2e over %lld positions\n", c.dir, c.gguf, c.oracle, worst,
+                        (long long)n);
     }
 }
 

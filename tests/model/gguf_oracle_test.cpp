@@ -95,7 +95,9 @@ TEST(SmolLM2VsLlamaCpp, TeacherForcedLogits) {
         double second = -1e300;
         for (int64_t v = 0; v < V; ++v)
             if (v != ap) second = std::max(second, p[v]);
-        if (mp - second > 1.0) EXPECT_EQ(aq, ap) << "top-1 at position " << t;
+        if (mp - second > 1.0) {
+            EXPECT_EQ(aq, ap) << "top-1 at position " << t;
+        }
         top1 += aq == ap;
     }
     EXPECT_LE(sum_kl / double(n), 5e-3);
