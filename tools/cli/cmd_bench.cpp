@@ -6,7 +6,9 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -34,6 +36,9 @@ void usage() {
         "  --device D    auto (default), cpu or cuda\n"
         "  -c N          context capacity (default 4096)\n"
         "  --threads N   CPU threads\n"
+        "  --kernels     instead: the decode-GEMV table (gemv_bench, built with -DEMBER_CUDA=ON next to this binary) and,\n"
+        "                when python3 has torch, the peers on the same shapes (bench/peers/torch_int4.py: torch int4\n"
+        "                tinygemm, cuBLAS bf16) in the same run\n"
         "Prints a markdown table: tok/s (mean ± sd), %% of the decode floor, kernels/token, GPU and host us/token.\n");
 }
 
@@ -90,9 +95,32 @@ Stat stat(const std::vector<double>& v) {
 
 }  // namespace
 
+// `ember bench --kernels`: the kernel-level benchmarks, run as the executables/scripts they are.
+int bench_kernels(bool quick) {
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    const fs::path self = fs::read_symlink("/proc/self/exe", ec);
+    std::string gemv;
+    for (const fs::path& c : {self.parent_path() / "gemv_bench", self.parent_path().parent_path() / "gemv_bench"})
+        if (!ec && fs::exists(c)) { gemv = c.string(); break; }
+    if (gemv.empty()) return fail("bench", "--kernels: gemv_bench not found next to ember (configure with -DEMBER_CUDA=ON)");
+    std::fflush(stdout);
+    int rc = std::system((gemv + (quick ? " --quick" : "")).c_str());
+    const fs::path peer = fs::path(EMBER_SOURCE_DIR) / "bench/peers/torch_int4.py";
+    if (fs::exists(peer) && std::system("python3 -c 'import torch' >/dev/null 2>&1") == 0) {
+        std::printf("\n");
+        std::fflush(stdout);
+        rc |= std::system(("python3 " + peer.string() + (quick ? " --quick" : "")).c_str());
+    } else {
+        std::printf("\n(peers skipped: python3 with torch or %s not found)\n", peer.string().c_str());
+    }
+    return rc == 0 ? 0 : 1;
+}
+
 int cmd_bench(int argc, char** argv) {
     Args a(argc, argv);
     if (a.flag({"--help", "-h"})) { usage(); return 0; }
+    if (a.flag({"--kernels"})) return bench_kernels(!a.flag({"--full"}));
     std::string models = a.str({"-m", "--model"}), synth = a.str({"--synthetic"}), device = a.str({"--device"}, "auto");
     long pp = a.integer({"-p", "--n-prompt"}, 512), tg = a.integer({"-n", "--n-gen"}, 128);
     long reps = a.integer({"-r", "--repetitions"}, 3), ctx = a.integer({"-c", "--ctx-size"}, 4096);
