@@ -92,7 +92,7 @@ int cmd_generate(int argc, char** argv) {
     if (tok && !ignore_eos) stop = tok->eos_ids();
     std::unique_ptr<StreamDecoder> dec;
     if (tok) dec = std::make_unique<StreamDecoder>(*tok);
-    if (tok) { std::fputs(prompt.c_str(), stdout); std::fflush(stdout); }
+    if (tok) { std::fputs((prompt + (chat ? "\n" : "")).c_str(), stdout); std::fflush(stdout); }
     bool first = true;
     Session s(lm);
     auto st = s.generate(ids, n, sp, stop, [&](int32_t id) {
