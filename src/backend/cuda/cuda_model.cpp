@@ -5,10 +5,33 @@
 #include <cmath>
 
 #include "backend/cuda/cuda_check.h"
+#include "ops/activation/activation_cuda.h"
 #include "ops/attention/attention_cuda.h"
 #include "ops/linear/linear_cuda.h"
+#include "ops/norm/norm_cuda.h"
 
 namespace ember::cuda {
+
+void CudaCausalLM::swiglu_mlp(CudaState& s, const Weight& gate_up, const Weight& gate, const Weight& up,
+                              const Weight& down, int64_t n, int64_t I) const {
+    if (!gate_up.empty()) {  // [n, gate | up] → SwiGLU
+        linear(gate_up, s.xn, n, s.t0, s.stream, s.lin_ws, s.lin_ws_bytes);
+        swiglu_fused(s.t0, s.t2, n, I, s.stream);
+    } else {
+        linear(gate, s.xn, n, s.t0, s.stream, s.lin_ws, s.lin_ws_bytes);
+        linear(up, s.xn, n, s.t1, s.stream, s.lin_ws, s.lin_ws_bytes);
+        swiglu(s.t0, s.t1, s.t2, n * I, s.stream);
+    }
+    linear(down, s.t2, n, s.y, s.stream, s.lin_ws, s.lin_ws_bytes);
+}
+
+void CudaCausalLM::lm_head(CudaState& s, const float* pending, const float* final_norm, int64_t n, bool all_rows,
+                           float eps) const {
+    const int64_t H = info_.hidden_size;
+    const int64_t rows = all_rows ? std::min<int64_t>(n, 8) : 1, first = all_rows ? 0 : n - 1;
+    add_rmsnorm(s.x, pending, final_norm, s.xn, n, H, eps, s.stream);
+    linear(head_, s.xn + first * H, rows, s.logits, s.stream, s.lin_ws, s.lin_ws_bytes);
+}
 
 void CudaCausalLM::finish_init(int64_t widest, int64_t capacity) {
     widest_ = widest;

@@ -92,6 +92,12 @@ protected:
     // Workspace bytes of the layers' linear and attention ops for calls of up to max_tokens tokens.
     virtual size_t linear_workspace(int64_t max_tokens) const = 0;
     virtual size_t attention_workspace(int64_t max_tokens) const = 0;
+    // Shared tail pieces of run(): SwiGLU MLP of s.xn → s.y (one GEMV over [gate|up] when gate_up is set; uses
+    // s.t0..s.t2), and the final add + RMSNorm of the residual stream into s.xn then the head → s.logits.
+    void swiglu_mlp(CudaState& s, const Weight& gate_up, const Weight& gate, const Weight& up, const Weight& down,
+                    int64_t n, int64_t I) const;
+    void lm_head(CudaState& s, const float* pending, const float* final_norm, int64_t n, bool all_rows,
+                 float eps) const;
     // Called by the derived init() last: info from the CPU model, the widest activation row, KV capacity.
     void finish_init(int64_t widest, int64_t capacity);
 

@@ -79,25 +79,10 @@ Status CudaLlama::init() {
             EMBER_ASSIGN(d.q_norm, arena_.upload(L.attn.q_norm, "attention"));
             EMBER_ASSIGN(d.k_norm, arena_.upload(L.attn.k_norm, "attention"));
         }
-        if (L.attn.q_proj.same_layout(L.attn.k_proj) && L.attn.q_proj.same_layout(L.attn.v_proj)) {
-            EMBER_ASSIGN(d.attn_in, arena_.upload_stacked({&L.attn.q_proj, &L.attn.k_proj, &L.attn.v_proj}, "attention"));
-            d.q = d.attn_in.rows_view(0, L.attn.q_proj.rows);
-            d.k = d.attn_in.rows_view(L.attn.q_proj.rows, L.attn.q_proj.rows + L.attn.k_proj.rows);
-            d.v = d.attn_in.rows_view(L.attn.q_proj.rows + L.attn.k_proj.rows, d.attn_in.rows);
-        } else {
-            EMBER_ASSIGN(d.q, arena_.upload(L.attn.q_proj, "attention"));
-            EMBER_ASSIGN(d.k, arena_.upload(L.attn.k_proj, "attention"));
-            EMBER_ASSIGN(d.v, arena_.upload(L.attn.v_proj, "attention"));
-        }
+        EMBER_TRY(arena_.upload_group({&L.attn.q_proj, &L.attn.k_proj, &L.attn.v_proj}, d.attn_in, {&d.q, &d.k, &d.v},
+                                      "attention"));
         EMBER_ASSIGN(d.o, arena_.upload(L.attn.o_proj, "attention"));
-        if (L.mlp.gate_proj.same_layout(L.mlp.up_proj)) {
-            EMBER_ASSIGN(d.gate_up, arena_.upload_stacked({&L.mlp.gate_proj, &L.mlp.up_proj}, "mlp"));
-            d.gate = d.gate_up.rows_view(0, c.ffn);
-            d.up = d.gate_up.rows_view(c.ffn, 2 * c.ffn);
-        } else {
-            EMBER_ASSIGN(d.gate, arena_.upload(L.mlp.gate_proj, "mlp"));
-            EMBER_ASSIGN(d.up, arena_.upload(L.mlp.up_proj, "mlp"));
-        }
+        EMBER_TRY(arena_.upload_group({&L.mlp.gate_proj, &L.mlp.up_proj}, d.gate_up, {&d.gate, &d.up}, "mlp"));
         EMBER_ASSIGN(d.down, arena_.upload(L.mlp.down_proj, "mlp"));
         layers_.push_back(d);
     }
@@ -139,21 +124,10 @@ void CudaLlama::run(CudaState& s, int64_t n, bool all_rows) const {
                              s.att_ws_bytes, st);
         lin(L.o, s.t3, n, s.y);
         add_rmsnorm(s.x, s.y, L.ffn_norm, s.xn, n, H, eps, st);
-        if (!L.gate_up.empty()) {
-            lin(L.gate_up, s.xn, n, s.t0);
-            swiglu_fused(s.t0, s.t2, n, I, st);
-        } else {
-            lin(L.gate, s.xn, n, s.t0);
-            lin(L.up, s.xn, n, s.t1);
-            swiglu(s.t0, s.t1, s.t2, n * I, st);
-        }
-        lin(L.down, s.t2, n, s.y);
+        swiglu_mlp(s, L.gate_up, L.gate, L.up, L.down, n, I);
         pending = s.y;
     }
-    const int64_t rows = all_rows ? std::min<int64_t>(n, 8) : 1;
-    const int64_t first = all_rows ? 0 : n - 1;
-    add_rmsnorm(s.x, pending, final_norm_, s.xn, n, H, eps, st);
-    lin(head_, s.xn + first * H, rows, s.logits);
+    lm_head(s, pending, final_norm_, n, all_rows, eps);
 }
 
 }  // namespace

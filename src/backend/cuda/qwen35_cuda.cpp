@@ -68,35 +68,16 @@ Status CudaQwen35::init() {
         d.type = L.type;
         EMBER_ASSIGN(d.input_norm, arena_.upload(L.input_norm, "norm"));
         EMBER_ASSIGN(d.post_norm, arena_.upload(L.post_norm, "norm"));
-        // Stacks `parts` into `stacked` (views into it returned through `outs`), or uploads them one by one.
-        auto upload_group = [&](std::vector<const Weight*> parts, Weight& stacked, std::vector<Weight*> outs,
-                                const char* what) -> Status {
-            bool same = true;
-            for (const Weight* w : parts) same = same && w->same_layout(*parts[0]);
-            if (!same) {
-                for (size_t i = 0; i < parts.size(); ++i) {
-                    EMBER_ASSIGN(*outs[i], arena_.upload(*parts[i], what));
-                }
-                return Status::ok();
-            }
-            EMBER_ASSIGN(stacked, arena_.upload_stacked(parts, what));
-            int64_t r = 0;
-            for (size_t i = 0; i < parts.size(); ++i) {
-                *outs[i] = stacked.rows_view(r, r + parts[i]->rows);
-                r += parts[i]->rows;
-            }
-            return Status::ok();
-        };
-        EMBER_TRY(upload_group({&L.mlp.gate_proj, &L.mlp.up_proj}, d.gate_up, {&d.gate, &d.up}, "mlp"));
+        EMBER_TRY(arena_.upload_group({&L.mlp.gate_proj, &L.mlp.up_proj}, d.gate_up, {&d.gate, &d.up}, "mlp"));
         EMBER_ASSIGN(d.down, arena_.upload(L.mlp.down_proj, "mlp"));
         if (L.type == LayerType::FULL_ATTENTION) {
-            EMBER_TRY(upload_group({&L.attn.q_proj, &L.attn.k_proj, &L.attn.v_proj}, d.attn_in, {&d.q, &d.k, &d.v},
+            EMBER_TRY(arena_.upload_group({&L.attn.q_proj, &L.attn.k_proj, &L.attn.v_proj}, d.attn_in, {&d.q, &d.k, &d.v},
                                    "attention"));
             EMBER_ASSIGN(d.o, arena_.upload(L.attn.o_proj, "attention"));
             EMBER_ASSIGN(d.q_norm, arena_.upload(L.attn.q_norm, "attention"));
             EMBER_ASSIGN(d.k_norm, arena_.upload(L.attn.k_norm, "attention"));
         } else {
-            EMBER_TRY(upload_group({&L.gdn.in_proj_qkv, &L.gdn.in_proj_z, &L.gdn.in_proj_b, &L.gdn.in_proj_a}, d.gdn_in,
+            EMBER_TRY(arena_.upload_group({&L.gdn.in_proj_qkv, &L.gdn.in_proj_z, &L.gdn.in_proj_b, &L.gdn.in_proj_a}, d.gdn_in,
                                    {&d.qkv, &d.z, &d.b, &d.a}, "delta net"));
             EMBER_ASSIGN(d.out, arena_.upload(L.gdn.out_proj, "delta net"));
             EMBER_ASSIGN(d.conv, arena_.upload(L.gdn.conv, "delta net"));
@@ -195,21 +176,10 @@ void CudaQwen35::run(CudaState& s, int64_t n, bool all_rows) const {
             lin(L.out, s.t3, n, s.y);
         }
         add_rmsnorm(s.x, s.y, L.post_norm, s.xn, n, H, eps, st);
-        if (!L.gate_up.empty()) {  // [n, gate | up] → SwiGLU
-            lin(L.gate_up, s.xn, n, s.t0);
-            swiglu_fused(s.t0, s.t2, n, I, st);
-        } else {
-            lin(L.gate, s.xn, n, s.t0);
-            lin(L.up, s.xn, n, s.t1);
-            swiglu(s.t0, s.t1, s.t2, n * I, st);
-        }
-        lin(L.down, s.t2, n, s.y);
+        swiglu_mlp(s, L.gate_up, L.gate, L.up, L.down, n, I);
         pending = s.y;
     }
-    int64_t rows = all_rows ? std::min<int64_t>(n, 8) : 1;
-    const int64_t first = all_rows ? 0 : n - 1;
-    add_rmsnorm(s.x, pending, final_norm_, s.xn, n, H, eps, st);
-    lin(head_, s.xn + first * H, rows, s.logits);
+    lm_head(s, pending, final_norm_, n, all_rows, eps);
 }
 
 }  // namespace

@@ -51,6 +51,26 @@ Expected<Weight> DeviceArena::upload_stacked(const std::vector<const Weight*>& p
     return d;
 }
 
+Status DeviceArena::upload_group(const std::vector<const Weight*>& parts, Weight& stacked,
+                                 const std::vector<Weight*>& outs, const char* what) {
+    EMBER_REQUIRE(!parts.empty() && parts.size() == outs.size(), "upload_group(%s): bad arguments", what);
+    bool same = true;
+    for (const Weight* w : parts) same = same && w->same_layout(*parts[0]);
+    if (!same) {
+        for (size_t i = 0; i < parts.size(); ++i) {
+            EMBER_ASSIGN(*outs[i], upload(*parts[i], what));
+        }
+        return Status::ok();
+    }
+    EMBER_ASSIGN(stacked, upload_stacked(parts, what));
+    int64_t r = 0;
+    for (size_t i = 0; i < parts.size(); ++i) {
+        *outs[i] = stacked.rows_view(r, r + parts[i]->rows);
+        r += parts[i]->rows;
+    }
+    return Status::ok();
+}
+
 Expected<Weight> DeviceArena::upload_gather_table(const Weight& E, const char* what) {
     if (E.format != WeightFormat::GGML) return upload(E, what);
     std::vector<float> table(static_cast<size_t>(E.rows * E.cols));

@@ -14,6 +14,10 @@ public:
     // The weights stacked along rows into one device matrix (one GEMV for several projections of the same
     // input); error unless all share one layout (Weight::same_layout). Parts are recovered with rows_view().
     Expected<Weight> upload_stacked(const std::vector<const Weight*>& parts, const char* what);
+    // Stacked into `stacked` with row views of it in `outs` when the parts share a layout; otherwise each part
+    // uploaded on its own into `outs` (and `stacked` left empty).
+    Status upload_group(const std::vector<const Weight*>& parts, Weight& stacked, const std::vector<Weight*>& outs,
+                        const char* what);
     Expected<const float*> upload(const std::vector<float>& v, const char* what);
     // An embedding table for embed_rows: uploaded as stored, except block-quantized (GGML) tables, which the
     // gather kernel does not read — those are expanded to f32 once (exact: weight_row).
