@@ -4,7 +4,8 @@
 //      the streaming "q" kernel (default) next to the previous "mma" kernel, same weights, same run.
 //   2. 8-bit g64 and dense bf16 on a few shapes.
 //   3. GGML block types on SmolLM2-135M shapes (hidden 576, kv 192, ffn 1536, vocab 49152) and Llama-8B-like
-//      4096×14336 / 14336×4096.
+//      4096×14336 / 14336×4096; Q4_0 / Q4_1 / Q8_0 also as the CUDA backend stores large ones (repacked exactly to
+//      affine group 32 with F16 scales, weight_repack.h, run by the q kernel), with a summary table of the two.
 //   4. (--sweep) launch-shape sweep of the q kernel (groups per MMA, K slices, programmatic dependent launch)
 //      on four shapes, to tune the automatic choice.
 //   5. prefill n = 512: the exact GEMV in 8-token chunks (what linear() does) and the opt-in bf16 cuBLAS GEMM.
@@ -56,6 +57,10 @@ __global__ void fill_bf16(uint16_t* p, size_t n, uint64_t seed, float amp) {
         const float v = amp * (float(hash32(i, seed) >> 8) * (2.0f / 16777216.0f) - 1.0f);
         p[i] = uint16_t(__float_as_uint(v) >> 16);
     }
+}
+__global__ void fill_f16(__half* p, size_t n, uint64_t seed, float amp) {
+    for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
+        p[i] = __float2half(amp * (float(hash32(i, seed) >> 8) * (2.0f / 16777216.0f) - 1.0f));
 }
 __global__ void fill_f32(float* p, size_t n, uint64_t seed, float amp) {
     for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
@@ -140,6 +145,7 @@ struct Fmt {
     Kind kind;
     int bits = 0, gs = 0;
     GgmlType gt = GgmlType::F32;
+    DType sb = DType::BF16;  // AFFINE scales / biases
 };
 
 // Device copies of one random weight, rotated through to keep L2 cold.
@@ -162,7 +168,7 @@ void make_copies(Copies& C, const Fmt& f, int64_t rows, int64_t cols, size_t l2)
     Weight W;
     W.rows = rows, W.cols = cols;
     if (f.kind == Kind::AFFINE) {
-        W.format = WeightFormat::AFFINE, W.bits = f.bits, W.group_size = f.gs, W.sb_dtype = DType::BF16;
+        W.format = WeightFormat::AFFINE, W.bits = f.bits, W.group_size = f.gs, W.sb_dtype = f.sb;
     } else if (f.kind == Kind::GGML) {
         W.format = WeightFormat::GGML, W.ggml_type = f.gt;
     } else {
@@ -182,8 +188,13 @@ void make_copies(Copies& C, const Fmt& f, int64_t rows, int64_t cols, size_t l2)
             void* s = dmalloc(sb_n * 2);
             void* b = dmalloc(sb_n * 2);
             C.bufs.push_back(s), C.bufs.push_back(b);
-            fill_bf16<<<1024, 256>>>(static_cast<uint16_t*>(s), sb_n, 2000 + i, 0.05f);
-            fill_bf16<<<1024, 256>>>(static_cast<uint16_t*>(b), sb_n, 3000 + i, 0.4f);
+            if (f.sb == DType::F16) {
+                fill_f16<<<1024, 256>>>(static_cast<__half*>(s), sb_n, 2000 + i, 0.05f);
+                fill_f16<<<1024, 256>>>(static_cast<__half*>(b), sb_n, 3000 + i, 0.4f);
+            } else {
+                fill_bf16<<<1024, 256>>>(static_cast<uint16_t*>(s), sb_n, 2000 + i, 0.05f);
+                fill_bf16<<<1024, 256>>>(static_cast<uint16_t*>(b), sb_n, 3000 + i, 0.4f);
+            }
             w.scales = s, w.biases = b;
         } else if (f.kind == Kind::GGML) {
             fill_bytes<<<1024, 256>>>(static_cast<uint8_t*>(d), data_b, 1000 + i);
@@ -308,7 +319,7 @@ int main(int argc, char** argv) {
     fill_f32<<<1024, 256>>>(c.x, size_t(gemm_n * max_cols), 7, 2.0f);
     CUDA_CHECK(cudaDeviceSynchronize());
     auto want_n = [&](int n) { return !only_n || n == only_n; };
-    std::vector<Summary> summary;
+    std::vector<Summary> summary, ggml_summary;
 
     // ---- 1 + 2: affine (and dense) decode GEMV, new vs old kernel ----
     const Fmt q4{"q4 g64", Kind::AFFINE, 4, 64}, q8{"q8 g64", Kind::AFFINE, 8, 64}, bf{"bf16", Kind::DENSE};
@@ -371,10 +382,18 @@ int main(int argc, char** argv) {
             for (GgmlType gt : types) {
                 const GgmlTypeTraits tr = ggml_type_traits(gt);
                 if (s.cols % tr.block_elems) continue;  // (K-quants need 256 | cols)
-                if (quick && gt != GgmlType::Q4_0 && gt != GgmlType::Q4_K && gt != GgmlType::Q6_K) continue;
+                if (quick && gt != GgmlType::Q4_0 && gt != GgmlType::Q4_1 && gt != GgmlType::Q8_0 && gt != GgmlType::Q4_K && gt != GgmlType::Q6_K) continue;
                 const Fmt f{tr.name, Kind::GGML, 0, 0, gt};
                 Copies C;
                 make_copies(C, f, s.rows, s.cols, c.l2);
+                // Q4_0 / Q4_1 / Q8_0 as the CUDA backend stores them: repacked exactly to affine g32 F16
+                // (weight_repack.h), run by the streaming affine kernel.
+                const bool rep = gt == GgmlType::Q4_0 || gt == GgmlType::Q4_1 || gt == GgmlType::Q8_0;
+                char rep_name[64];
+                std::snprintf(rep_name, sizeof rep_name, "%s as affine g32", tr.name);
+                const Fmt fa{rep_name, Kind::AFFINE, gt == GgmlType::Q8_0 ? 8 : 4, 32, GgmlType::F32, DType::F16};
+                Copies CA;
+                if (rep) make_copies(CA, fa, s.rows, s.cols, c.l2);
                 for (int n : {1, 2, 4, 8}) {
                     if (!want_n(n) || (s.rows < 4096 && (n == 2 || n == 4))) continue;
                     const Timing t = time_gemv(c, C, n, {});
@@ -382,6 +401,18 @@ int main(int argc, char** argv) {
                     std::printf("| %s | %s | %lld×%lld | %s | %d | %.2f | %.2f | %.1f | %.1f | %.0f | %.0f %% |\n", s.model,
                                 s.name, (long long)s.rows, (long long)s.cols, tr.name, n, bytes / 1e6, floor * 1e6,
                                 t.graph_s * 1e6, t.event_s * 1e6, bytes / t.graph_s / 1e9, 100.0 * floor / t.graph_s);
+                    if (rep) {
+                        const Timing ta = time_gemv(c, CA, n, {});
+                        const double ba = bytes_of(CA, s, n), fa_s = ba / c.bw;
+                        std::printf("| %s | %s | %lld×%lld | %s | %d | %.2f | %.2f | %.1f | %.1f | %.0f | %.0f %% |\n",
+                                    s.model, s.name, (long long)s.rows, (long long)s.cols, rep_name, n, ba / 1e6,
+                                    fa_s * 1e6, ta.graph_s * 1e6, ta.event_s * 1e6, ba / ta.graph_s / 1e9,
+                                    100.0 * fa_s / ta.graph_s);
+                        char what[128];
+                        std::snprintf(what, sizeof what, "%s %s %s n=%d (%.0f MB)", s.model, s.name, tr.name, n,
+                                      bytes / 1e6);
+                        ggml_summary.push_back({what, ta.graph_s * 1e6, t.graph_s * 1e6, 100.0 * fa_s / ta.graph_s});
+                    }
                     std::fflush(stdout);
                 }
             }
@@ -454,6 +485,13 @@ int main(int argc, char** argv) {
         if (s.what.find("q4 g64") != std::string::npos)
             std::printf("| %s | %.1f | %.1f | %.2f× | %.0f %% |\n", s.what.c_str(), s.new_us, s.old_us,
                         s.old_us / s.new_us, s.pct);
+    if (!ggml_summary.empty()) {
+        std::printf("\n## summary: GGML Q4_0 / Q4_1 / Q8_0, repacked affine (what the backend runs) vs the block kernel "
+                    "(graph µs)\n\n| shape | affine µs | block kernel µs | speed-up | affine %% of copy bw |\n|---|---|---|---|---|\n");
+        for (const Summary& s : ggml_summary)
+            std::printf("| %s | %.1f | %.1f | %.2f× | %.0f %% |\n", s.what.c_str(), s.new_us, s.old_us, s.old_us / s.new_us,
+                        s.pct);
+    }
     CUDA_CHECK(cudaFree(c.x));
     CUDA_CHECK(cudaFree(c.y));
     CUDA_CHECK(cudaStreamDestroy(c.st));

@@ -2,10 +2,49 @@
 #include "backend/cuda/weight_upload.h"
 
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
 
 #include "ops/linear/linear.h"
+#include "ops/linear/weight_repack.h"
 
 namespace ember::cuda {
+namespace {
+
+// GGML Q4_0 / Q4_1 / Q8_0 matrices of at least 8 MiB run through the streaming affine GEMV: they are re-expressed
+// exactly as affine group-32 weights on the way up (weight_repack.h). Smaller ones keep the per-type block
+// kernels: in a decode graph the affine kernel's fixed cost made SmolLM2-135M (all matrices ≤ 2 MB but the head)
+// 8 % slower when everything was repacked (H200: 877 vs 956 tok/s), while the 16–66 MB shapes run 1.6–2.0×
+// faster repacked (gemv_bench). EMBER_GGML_REPACK=all|off overrides the size rule. A block with a non-finite
+// scale keeps the GGML format (the repack refuses it).
+bool repack_ggml(const Weight& w) {
+    static const int mode = [] {  // 0 auto, 1 all, 2 off
+        const char* e = std::getenv("EMBER_GGML_REPACK");
+        return !e ? 0 : std::strcmp(e, "all") == 0 ? 1 : std::strcmp(e, "off") == 0 ? 2 : 0;
+    }();
+    if (w.format != WeightFormat::GGML || !ggml_affine_exact(w.ggml_type) || mode == 2) return false;
+    return mode == 1 || w.total_bytes() >= (int64_t(8) << 20);
+}
+
+// The parts as they will be stored on the device; repacked copies live in `keep` (a deque: stable addresses).
+std::vector<const Weight*> device_forms(const std::vector<const Weight*>& parts, std::deque<RepackedWeight>& keep) {
+    std::vector<const Weight*> out;
+    for (const Weight* w : parts) {
+        if (repack_ggml(*w)) {
+            auto r = ggml_to_affine(*w);
+            if (r.is_ok()) {
+                keep.push_back(std::move(r).value());
+                out.push_back(&keep.back().w);
+                continue;
+            }
+        }
+        out.push_back(w);
+    }
+    return out;
+}
+
+}  // namespace
 
 Expected<const void*> DeviceArena::put(const void* src, size_t bytes, const char* what) {
     EMBER_ASSIGN(DeviceBuffer b, DeviceBuffer::alloc(bytes, what));
@@ -15,7 +54,9 @@ Expected<const void*> DeviceArena::put(const void* src, size_t bytes, const char
     return static_cast<const void*>(bufs_.back().get());
 }
 
-Expected<Weight> DeviceArena::upload(const Weight& w, const char* what) {
+Expected<Weight> DeviceArena::upload(const Weight& w0, const char* what) {
+    std::deque<RepackedWeight> keep;
+    const Weight& w = *device_forms({&w0}, keep)[0];
     Weight d = w;
     EMBER_ASSIGN(d.data, put(w.data, static_cast<size_t>(w.rows * w.row_bytes()), what));
     if (w.format == WeightFormat::AFFINE) {
@@ -26,8 +67,10 @@ Expected<Weight> DeviceArena::upload(const Weight& w, const char* what) {
     return d;
 }
 
-Expected<Weight> DeviceArena::upload_stacked(const std::vector<const Weight*>& parts, const char* what) {
-    EMBER_REQUIRE(!parts.empty(), "upload_stacked: no parts");
+Expected<Weight> DeviceArena::upload_stacked(const std::vector<const Weight*>& parts0, const char* what) {
+    EMBER_REQUIRE(!parts0.empty(), "upload_stacked: no parts");
+    std::deque<RepackedWeight> keep;
+    const std::vector<const Weight*> parts = device_forms(parts0, keep);
     Weight d = *parts[0];
     d.rows = 0;
     for (const Weight* w : parts) {
@@ -51,9 +94,11 @@ Expected<Weight> DeviceArena::upload_stacked(const std::vector<const Weight*>& p
     return d;
 }
 
-Status DeviceArena::upload_group(const std::vector<const Weight*>& parts, Weight& stacked,
+Status DeviceArena::upload_group(const std::vector<const Weight*>& parts0, Weight& stacked,
                                  const std::vector<Weight*>& outs, const char* what) {
-    EMBER_REQUIRE(!parts.empty() && parts.size() == outs.size(), "upload_group(%s): bad arguments", what);
+    EMBER_REQUIRE(!parts0.empty() && parts0.size() == outs.size(), "upload_group(%s): bad arguments", what);
+    std::deque<RepackedWeight> keep;
+    const std::vector<const Weight*> parts = device_forms(parts0, keep);  // (uploads below do not repack again)
     bool same = true;
     for (const Weight* w : parts) same = same && w->same_layout(*parts[0]);
     if (!same) {

@@ -27,6 +27,7 @@
 #include "core/dtype.h"
 #include "ops/linear/linear.h"
 #include "ops/linear/linear_cuda.h"
+#include "ops/linear/weight_repack.h"
 #include "quant/ggml_blocks.h"
 #include "quant/ggml_type.h"
 
@@ -163,6 +164,32 @@ TEST(LinearGgmlCuda, AllTypesMatchReference) {
                 for (int64_t n : {9, 17}) check(*c, n, "linear (chunks of 8)", [&](float* y) { run(*c, n, y); });
             }
     }
+}
+
+// Q4_0 / Q4_1 / Q8_0 as the CUDA backend stores them (weight_repack.h: exact affine group 32), run by the affine
+// kernels, against the reference of the GGML blocks: rows 1, 17, 67, 4099; n = 1..8 and 9, 17.
+TEST(LinearGgmlCuda, RepackedAffineMatchesReference) {
+    SKIP_WITHOUT_GPU();
+    uint32_t seed = 500;
+    for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q8_0})
+        for (int64_t k : {32, 576, 4096 + 32})
+            for (int64_t rows : {1, 17, 67, 4099}) {
+                if (rows == 4099 && k != 576) continue;
+                auto c = make_gcase(t, rows, k, 17, seed++);
+                auto r = ggml_to_affine(c->hw);
+                ASSERT_TRUE(r.is_ok()) << r.message();
+                const RepackedWeight R = std::move(r).value();
+                DeviceBuffer dc = dalloc(R.codes.size()), ds = dalloc(R.scales.size()), db = dalloc(R.biases.size());
+                copy_to_device(dc.get(), R.codes.data(), R.codes.size());
+                copy_to_device(ds.get(), R.scales.data(), R.scales.size());
+                copy_to_device(db.get(), R.biases.data(), R.biases.size());
+                Weight dw = R.w;
+                dw.data = dc.get(), dw.scales = ds.get(), dw.biases = db.get();
+                for (int64_t n : {1, 2, 3, 5, 8, 9, 17})
+                    check(*c, n, "repacked affine", [&](float* y) {
+                        linear(dw, c->d_x.as<float>(), n, y, nullptr, nullptr, 0);
+                    });
+            }
 }
 
 // Larger matrices: 4099 rows (a ragged last warp), and long rows (Llama-8B down projection width).
