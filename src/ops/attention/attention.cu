@@ -291,17 +291,18 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 // ---- 3. combine the splits of a decode step -----------------------------------------------------------------
-// grid (H, D / 64), block 256: block (h, cb) merges columns [64·cb, 64·cb + 64) of head h. Thread (grp, c4) sums
-// float4 column c4 over the live splits s ≡ grp (mod 16), eight loads in flight; the 16 partial sums are added
-// in shared memory in a fixed order. Every block recomputes the split weights (≤ 1024 exp2).
+// grid (H, D / C), block 256, C = min(D, 64): block (h, cb) merges columns [C·cb, C·cb + C) of head h. Thread
+// (grp, c4) sums float4 column c4 over the live splits s ≡ grp (mod 256 / (C / 4)), eight loads in flight; the
+// partial sums are added in shared memory in a fixed order. Every block recomputes the split weights (≤ 1024 exp2).
 constexpr int kCombineThreads = 256;
 constexpr int kCombineCols = 64;
+constexpr int combine_cols(int D) { return D < kCombineCols ? D : kCombineCols; }
 template <int D>
 __global__ void __launch_bounds__(kCombineThreads)
     attn_combine(const float* __restrict__ part_acc, const float* __restrict__ part_ml,
                  const float* __restrict__ qg, const int32_t* __restrict__ pos0_dev, int H, int64_t cap,
                  int n_splits, float* __restrict__ out) {
-    constexpr int kC4 = kCombineCols / 4, kGroups = kCombineThreads / kC4, kU = 8;
+    constexpr int kC4 = combine_cols(D) / 4, kGroups = kCombineThreads / kC4, kU = 8;
     __shared__ float w_s[kMaxSplits];
     __shared__ __align__(16) float4 red_s[kGroups][kC4];
     const int h = blockIdx.x, tid = threadIdx.x, c4 = tid % kC4, grp = tid / kC4;
@@ -405,7 +406,7 @@ void launch(const GatedAttentionDims& d, const float* qg, const float* k, const 
         q_ws, Kc, Vc, gate, pos0_dev, H, G, n_sub, d.capacity, n_splits, q_scale, part_acc, part_ml, out);
     CUDA_CHECK(cudaGetLastError());
     if (n_splits > 1) {
-        attn_combine<D><<<dim3(unsigned(H), unsigned(D / kCombineCols)), kCombineThreads, 0, st>>>(part_acc, part_ml, gate, pos0_dev, H, d.capacity, n_splits, out);
+        attn_combine<D><<<dim3(unsigned(H), unsigned(D / combine_cols(D))), kCombineThreads, 0, st>>>(part_acc, part_ml, gate, pos0_dev, H, d.capacity, n_splits, out);
         CUDA_CHECK(cudaGetLastError());
     }
 }
@@ -428,6 +429,8 @@ size_t gated_attention_workspace_bytes(const GatedAttentionDims& d, int64_t max_
     return layout(d, max_tokens < 1 ? 1 : max_tokens).total;
 }
 
+bool gated_attention_head_dim_supported(int64_t D) { return D == 32 || D == 64 || D == 128 || D == 256; }
+
 Status check_kv_capacity(int64_t pos0, int64_t n, int64_t capacity) {
     if (pos0 < 0 || n < 0 || pos0 + n > capacity || pos0 + n > INT32_MAX)
         return errorf("KV cache overflow: positions %lld..%lld do not fit a cache of %lld rows", (long long)pos0,
@@ -441,7 +444,7 @@ void gated_attention_core(const GatedAttentionDims& d, const float* qg, const fl
                           cudaStream_t stream) {
     EMBER_CHECK(d.n_kv > 0 && d.n_heads > 0 && d.n_heads % d.n_kv == 0, "n_heads %lld, n_kv %lld",
                 (long long)d.n_heads, (long long)d.n_kv);
-    EMBER_CHECK(d.head_dim == 64 || d.head_dim == 128 || d.head_dim == 256, "head_dim %lld (64, 128 or 256)",
+    EMBER_CHECK(gated_attention_head_dim_supported(d.head_dim), "head_dim %lld (32, 64, 128 or 256)",
                 (long long)d.head_dim);
     EMBER_CHECK(d.rot_dim > 0 && d.rot_dim % 2 == 0 && d.rot_dim <= d.head_dim && d.rot_dim / 2 <= kMaxHalfRot,
                 "rot_dim %lld", (long long)d.rot_dim);
@@ -454,6 +457,7 @@ void gated_attention_core(const GatedAttentionDims& d, const float* qg, const fl
     EMBER_CHECK(workspace_bytes >= L.total, "attention workspace %zu bytes < %zu", workspace_bytes, L.total);
     char* ws = static_cast<char*>(workspace);
     switch (d.head_dim) {
+        case 32: launch<32>(d, qg, k, v, q_norm, k_norm, K_cache, V_cache, pos0_dev, n, out, ws, L, stream); break;
         case 64: launch<64>(d, qg, k, v, q_norm, k_norm, K_cache, V_cache, pos0_dev, n, out, ws, L, stream); break;
         case 128: launch<128>(d, qg, k, v, q_norm, k_norm, K_cache, V_cache, pos0_dev, n, out, ws, L, stream); break;
         default: launch<256>(d, qg, k, v, q_norm, k_norm, K_cache, V_cache, pos0_dev, n, out, ws, L, stream); break;

@@ -251,7 +251,8 @@ TEST(AttentionCuda, DecodeSmallOddShapes) {
                        {6, 3, 128, 32, 257, {0, 63, 64, 200, 256}},
                        {2, 2, 64, 64, 64, {0, 31, 63}},
                        {18, 1, 64, 8, 300, {0, 100, 299}},  // 18 query heads per kv head: 3 head groups
-                       {9, 9, 256, 256, 1000, {0, 999}}};
+                       {9, 9, 256, 256, 1000, {0, 999}},
+                       {4, 1, 32, 32, 5000, {0, 31, 64, 700, 4999}}};  // head dim 32: several splits
     uint64_t seed = 2000;
     for (const C& c : cases) {
         const GatedAttentionDims d = make_dims(c.H, c.G, c.D, c.rot, c.cap);
@@ -268,7 +269,7 @@ TEST(AttentionCuda, StandardAttentionVariants) {
     SKIP_WITHOUT_GPU();
     struct C { int64_t H, G, D; bool interleaved, factors, norm; };
     const C cases[] = {{9, 3, 64, true, false, false}, {32, 8, 128, true, true, false}, {16, 8, 128, false, false, true},
-                       {6, 2, 64, false, true, false}};
+                       {6, 2, 64, false, true, false}, {4, 1, 32, true, false, false}, {8, 2, 32, false, false, true}};
     uint64_t seed = 7000;
     for (const C& c : cases) {
         GatedAttentionDims d = make_dims(c.H, c.G, c.D, c.D, 300);
