@@ -96,9 +96,9 @@ for case, gguf, oracle in [("llama_gqa_untied", "model-f32.gguf", "ref_logits.bi
             pj = os.path.join(fx, "mm_tied", "prompt.json")
         toks = json.load(open(pj))["tokens"]
         want = np.fromfile(os.path.join(d, oracle), dtype=np.float32).reshape(len(toks), -1)
-        # Q4_0 / Q8_0 files also with every matrix repacked to affine (EMBER_GGML_REPACK=all; by default only
+        # Q4_0 / Q8_0 / Q4_K_M files also with every Q4_0 / Q4_1 / Q8_0 / Q4_K matrix repacked to affine (EMBER_GGML_REPACK=all; by default only
         # matrices of >= 8 MiB are, and these fixtures are small).
-        modes = ["auto", "all"] if ("q4_0" in gguf or "q8_0" in gguf) else ["auto"]
+        modes = ["auto", "all"] if any(q in gguf for q in ("q4_0", "q8_0", "q4_k")) else ["auto"]
         for mode, extra in [(m, x) for m in modes for x in ([], ["--decode-from", "1"])]:
             got = logits(["-m", os.path.join(d, gguf), "--device", "cuda", "--tokens", ",".join(map(str, toks)), *extra],
                          len(toks), {"EMBER_GGML_REPACK": mode})

@@ -185,10 +185,13 @@ void make_copies(Copies& C, const Fmt& f, int64_t rows, int64_t cols, size_t l2)
         w.data = d;
         if (f.kind == Kind::AFFINE) {
             fill_bytes<<<1024, 256>>>(static_cast<uint8_t*>(d), data_b, 1000 + i);
-            void* s = dmalloc(sb_n * 2);
-            void* b = dmalloc(sb_n * 2);
+            void* s = dmalloc(sb_n * dtype_size(f.sb));
+            void* b = dmalloc(sb_n * dtype_size(f.sb));
             C.bufs.push_back(s), C.bufs.push_back(b);
-            if (f.sb == DType::F16) {
+            if (f.sb == DType::F32) {
+                fill_f32<<<1024, 256>>>(static_cast<float*>(s), sb_n, 2000 + i, 0.05f);
+                fill_f32<<<1024, 256>>>(static_cast<float*>(b), sb_n, 3000 + i, 0.4f);
+            } else if (f.sb == DType::F16) {
                 fill_f16<<<1024, 256>>>(static_cast<__half*>(s), sb_n, 2000 + i, 0.05f);
                 fill_f16<<<1024, 256>>>(static_cast<__half*>(b), sb_n, 3000 + i, 0.4f);
             } else {
@@ -386,12 +389,14 @@ int main(int argc, char** argv) {
                 const Fmt f{tr.name, Kind::GGML, 0, 0, gt};
                 Copies C;
                 make_copies(C, f, s.rows, s.cols, c.l2);
-                // Q4_0 / Q4_1 / Q8_0 as the CUDA backend stores them: repacked exactly to affine g32 F16
+                // Q4_0 / Q4_1 / Q8_0 / Q4_K as the CUDA backend stores large ones: repacked exactly to affine g32 F16 (F32)
                 // (weight_repack.h), run by the streaming affine kernel.
-                const bool rep = gt == GgmlType::Q4_0 || gt == GgmlType::Q4_1 || gt == GgmlType::Q8_0;
+                const bool rep = gt == GgmlType::Q4_0 || gt == GgmlType::Q4_1 || gt == GgmlType::Q8_0 ||
+                                 gt == GgmlType::Q4_K;
+                const DType rep_sb = gt == GgmlType::Q4_K ? DType::F32 : DType::F16;
                 char rep_name[64];
-                std::snprintf(rep_name, sizeof rep_name, "%s as affine g32", tr.name);
-                const Fmt fa{rep_name, Kind::AFFINE, gt == GgmlType::Q8_0 ? 8 : 4, 32, GgmlType::F32, DType::F16};
+                std::snprintf(rep_name, sizeof rep_name, "%s as affine g32 %s", tr.name, dtype_name(rep_sb));
+                const Fmt fa{rep_name, Kind::AFFINE, gt == GgmlType::Q8_0 ? 8 : 4, 32, GgmlType::F32, rep_sb};
                 Copies CA;
                 if (rep) make_copies(CA, fa, s.rows, s.cols, c.l2);
                 for (int n : {1, 2, 4, 8}) {
@@ -486,7 +491,7 @@ int main(int argc, char** argv) {
             std::printf("| %s | %.1f | %.1f | %.2f× | %.0f %% |\n", s.what.c_str(), s.new_us, s.old_us,
                         s.old_us / s.new_us, s.pct);
     if (!ggml_summary.empty()) {
-        std::printf("\n## summary: GGML Q4_0 / Q4_1 / Q8_0, repacked affine (what the backend runs) vs the block kernel "
+        std::printf("\n## summary: GGML Q4_0 / Q4_1 / Q8_0 / Q4_K, repacked affine (what the backend runs) vs the block kernel "
                     "(graph µs)\n\n| shape | affine µs | block kernel µs | speed-up | affine %% of copy bw |\n|---|---|---|---|---|\n");
         for (const Summary& s : ggml_summary)
             std::printf("| %s | %.1f | %.1f | %.2f× | %.0f %% |\n", s.what.c_str(), s.new_us, s.old_us, s.old_us / s.new_us,

@@ -53,8 +53,9 @@ void q8_0(const uint8_t* b, float* w) {
     for (int j = 0; j < 32; ++j) w[j] = d * static_cast<float>(qs[j]);
 }
 
-// 6-bit scale and min of sub-block s (0..7) from the 12 packed bytes of a Q4_K/Q5_K block.
-void k_scale_min(const uint8_t* sc12, int s, int* sc, int* mn) {
+}  // namespace
+
+void ggml_k_scale_min(const uint8_t* sc12, int s, int* sc, int* mn) {
     if (s < 4) {
         *sc = sc12[s] & 63;
         *mn = sc12[s + 4] & 63;
@@ -64,12 +65,14 @@ void k_scale_min(const uint8_t* sc12, int s, int* sc, int* mn) {
     }
 }
 
+namespace {
+
 // Q4_K (qh == nullptr) and Q5_K.
 void q45_k(const uint8_t* b, const uint8_t* qh, const uint8_t* qs, float* w) {
     const float d = f16_at(b), dmin = f16_at(b + 2);
     for (int s = 0; s < 8; ++s) {
         int sc, mn;
-        k_scale_min(b + 4, s, &sc, &mn);
+        ggml_k_scale_min(b + 4, s, &sc, &mn);
         const float ds = d * static_cast<float>(sc), dm = dmin * static_cast<float>(mn);
         const int c = s / 2, shift = (s & 1) * 4;
         for (int l = 0; l < 32; ++l) {

@@ -43,4 +43,7 @@ namespace ember {
 // validate the type when loading).
 void ggml_dequantize(GgmlType t, const void* blocks, int64_t n_elems, float* out);
 
+// The 6-bit scale and min of sub-block s (0..7) from the 12 packed scale bytes of a Q4_K / Q5_K block.
+void ggml_k_scale_min(const uint8_t* sc12, int s, int* sc, int* mn);
+
 }  // namespace ember

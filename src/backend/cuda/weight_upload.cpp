@@ -12,26 +12,33 @@
 namespace ember::cuda {
 namespace {
 
-// GGML Q4_0 / Q4_1 / Q8_0 matrices of at least 8 MiB run through the streaming affine GEMV: they are re-expressed
-// exactly as affine group-32 weights on the way up (weight_repack.h). Smaller ones keep the per-type block
-// kernels: in a decode graph the affine kernel's fixed cost made SmolLM2-135M (all matrices ≤ 2 MB but the head)
-// 8 % slower when everything was repacked (H200: 877 vs 956 tok/s), while the 16–66 MB shapes run 1.6–2.0×
-// faster repacked (gemv_bench). EMBER_GGML_REPACK=all|off overrides the size rule. A block with a non-finite
-// scale keeps the GGML format (the repack refuses it).
-bool repack_ggml(const Weight& w) {
+// GGML Q4_0 / Q4_1 / Q8_0 / Q4_K matrices run through the streaming affine GEMV when the group they are uploaded
+// in (one matrix, or the parts stacked into one GEMV) holds at least 8 MiB: they are re-expressed exactly as
+// affine group-32 weights on the way up (weight_repack.h). Smaller ones keep the per-type block kernels: in a
+// decode graph the affine kernel's fixed cost made SmolLM2-135M (every matrix ≤ 2 MB but the head) 8 % slower
+// when all were repacked (H200: 877 vs 956 tok/s), while 16–66 MB shapes run 1.6–2.0× faster repacked
+// (gemv_bench). EMBER_GGML_REPACK=all|off overrides the size rule. A block with a non-finite scale keeps the GGML
+// format (the repack refuses it).
+bool repack_ggml(const Weight& w, int64_t group_bytes) {
     static const int mode = [] {  // 0 auto, 1 all, 2 off
         const char* e = std::getenv("EMBER_GGML_REPACK");
         return !e ? 0 : std::strcmp(e, "all") == 0 ? 1 : std::strcmp(e, "off") == 0 ? 2 : 0;
     }();
     if (w.format != WeightFormat::GGML || !ggml_affine_exact(w.ggml_type) || mode == 2) return false;
-    return mode == 1 || w.total_bytes() >= (int64_t(8) << 20);
+    if (mode == 1) return true;
+    // 8-bit rows longer than 8192 do not fit the affine kernel's staged x at once: Llama-8B down (4096×14336) Q8_0
+    // decodes at 0.79× repacked (n = 1; 3.4× at n = 8), so those stay on the block kernel.
+    if (w.ggml_type == GgmlType::Q8_0 && w.cols > 8192) return false;
+    return group_bytes >= (int64_t(8) << 20);
 }
 
 // The parts as they will be stored on the device; repacked copies live in `keep` (a deque: stable addresses).
 std::vector<const Weight*> device_forms(const std::vector<const Weight*>& parts, std::deque<RepackedWeight>& keep) {
+    int64_t group_bytes = 0;
+    for (const Weight* w : parts) group_bytes += w->total_bytes();
     std::vector<const Weight*> out;
     for (const Weight* w : parts) {
-        if (repack_ggml(*w)) {
+        if (repack_ggml(*w, group_bytes)) {
             auto r = ggml_to_affine(*w);
             if (r.is_ok()) {
                 keep.push_back(std::move(r).value());

@@ -8,8 +8,9 @@
 namespace ember::cuda {
 
 // Keeps every device allocation made for a model alive.
-// GGML Q4_0 / Q4_1 / Q8_0 matrices of ≥ 8 MiB are stored re-expressed exactly as affine group-32 weights
-// (weight_repack.h), so they run through the streaming affine GEMV (EMBER_GGML_REPACK=all|off overrides).
+// GGML Q4_0 / Q4_1 / Q8_0 / Q4_K matrices uploaded in groups (one matrix, or stacked parts) of ≥ 8 MiB are stored
+// re-expressed exactly as affine group-32 weights (weight_repack.h), so they run through the streaming affine GEMV
+// (EMBER_GGML_REPACK=all|off overrides).
 class DeviceArena {
 public:
     Expected<Weight> upload(const Weight& w, const char* what);

@@ -166,15 +166,15 @@ TEST(LinearGgmlCuda, AllTypesMatchReference) {
     }
 }
 
-// Q4_0 / Q4_1 / Q8_0 as the CUDA backend stores them (weight_repack.h: exact affine group 32), run by the affine
+// Q4_0 / Q4_1 / Q8_0 / Q4_K as the CUDA backend stores them (weight_repack.h: exact affine group 32), run by the affine
 // kernels, against the reference of the GGML blocks: rows 1, 17, 67, 4099; n = 1..8 and 9, 17.
 TEST(LinearGgmlCuda, RepackedAffineMatchesReference) {
     SKIP_WITHOUT_GPU();
     uint32_t seed = 500;
-    for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q8_0})
-        for (int64_t k : {32, 576, 4096 + 32})
+    for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q8_0, GgmlType::Q4_K})
+        for (int64_t k : {32, 576, 768, 4096 + 32, 4096 + 256})
             for (int64_t rows : {1, 17, 67, 4099}) {
-                if (rows == 4099 && k != 576) continue;
+                if ((t == GgmlType::Q4_K) != (k % 256 == 0) || (rows == 4099 && k != 576 && k != 768)) continue;
                 auto c = make_gcase(t, rows, k, 17, seed++);
                 auto r = ggml_to_affine(c->hw);
                 ASSERT_TRUE(r.is_ok()) << r.message();

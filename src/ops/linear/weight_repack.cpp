@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "core/dtype.h"
+#include "quant/ggml_blocks.h"
 
 namespace ember {
 namespace {
@@ -22,13 +23,56 @@ float neg_off_bias(float d, float off, bool& f16_ok) {
     return b;
 }
 
+// Q4_K: each 256-element block becomes 8 groups of 32 with F32 scale d·sc and bias −dmin·m (both exact products
+// of an fp16 and a 6-bit integer; d·sc·q − dmin·m then rounds exactly as the block's ds·q − dm does).
+Expected<RepackedWeight> q4_k_to_affine(const Weight& W) {
+    const int64_t blocks = W.rows * (W.cols / 256);
+    RepackedWeight R;
+    R.codes.resize(static_cast<size_t>(blocks * 128));
+    std::vector<float> s(static_cast<size_t>(blocks * 8)), b(static_cast<size_t>(blocks * 8));
+    const auto* src = static_cast<const uint8_t*>(W.data);
+    for (int64_t i = 0; i < blocks; ++i) {
+        const uint8_t* blk = src + i * 144;
+        const float d = f16_to_f32(u16_at(blk)), dmin = f16_to_f32(u16_at(blk + 2));
+        EMBER_REQUIRE(std::isfinite(d) && std::isfinite(dmin), "ggml_to_affine: block %lld has a non-finite scale",
+                      static_cast<long long>(i));
+        const uint8_t* qs = blk + 16;
+        for (int sb = 0; sb < 8; ++sb) {
+            int sc, mn;
+            ggml_k_scale_min(blk + 4, sb, &sc, &mn);
+            s[size_t(i * 8 + sb)] = d * static_cast<float>(sc);
+            b[size_t(i * 8 + sb)] = -(dmin * static_cast<float>(mn));
+            // Element l of sub-block sb: nibble (sb & 1) of qs[32·(sb / 2) + l]; MLX: nibble l % 2 of byte l / 2.
+            const uint8_t* q = qs + 32 * (sb / 2);
+            const int sh = 4 * (sb & 1);
+            uint8_t* out = R.codes.data() + (i * 8 + sb) * 16;
+            for (int k = 0; k < 16; ++k)
+                out[k] = static_cast<uint8_t>(((q[2 * k] >> sh) & 15) | ((q[2 * k + 1] >> sh) & 15) << 4);
+        }
+    }
+    R.scales.resize(s.size() * 4), R.biases.resize(b.size() * 4);
+    std::memcpy(R.scales.data(), s.data(), R.scales.size());
+    std::memcpy(R.biases.data(), b.data(), R.biases.size());
+    Weight& A = R.w;
+    A.format = WeightFormat::AFFINE, A.rows = W.rows, A.cols = W.cols, A.bits = 4, A.group_size = 32;
+    A.sb_dtype = DType::F32;
+    A.data = R.codes.data(), A.scales = R.scales.data(), A.biases = R.biases.data();
+    return R;
+}
+
 }  // namespace
 
-bool ggml_affine_exact(GgmlType t) { return t == GgmlType::Q4_0 || t == GgmlType::Q4_1 || t == GgmlType::Q8_0; }
+bool ggml_affine_exact(GgmlType t) {
+    return t == GgmlType::Q4_0 || t == GgmlType::Q4_1 || t == GgmlType::Q8_0 || t == GgmlType::Q4_K;
+}
 
 Expected<RepackedWeight> ggml_to_affine(const Weight& W) {
     EMBER_REQUIRE(W.format == WeightFormat::GGML && ggml_affine_exact(W.ggml_type) && W.data && W.rows >= 0,
-                  "ggml_to_affine: only GGML Q4_0, Q4_1 and Q8_0 weights convert exactly");
+                  "ggml_to_affine: only GGML Q4_0, Q4_1, Q8_0 and Q4_K weights convert exactly");
+    if (W.ggml_type == GgmlType::Q4_K) {
+        EMBER_REQUIRE(W.cols > 0 && W.cols % 256 == 0, "ggml_to_affine: %lld columns", static_cast<long long>(W.cols));
+        return q4_k_to_affine(W);
+    }
     const GgmlTypeTraits tr = ggml_type_traits(W.ggml_type);
     EMBER_REQUIRE(W.cols > 0 && W.cols % 32 == 0, "ggml_to_affine: %lld columns", static_cast<long long>(W.cols));
     const int bits = W.ggml_type == GgmlType::Q8_0 ? 8 : 4;

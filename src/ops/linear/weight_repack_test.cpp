@@ -1,6 +1,6 @@
 // ops/linear/weight_repack_test.cpp: GGML → affine repacking is exact — every dequantized value of the result
 // equals to the source block's (quant/ggml_blocks.cpp, itself bit-exact against gguf-py), on random blocks
-// (every code bit pattern, random fp16 d / m of either sign), ragged shapes, scales that force the F32 fallback;
+// (every code bit pattern and 6-bit sub-block scale, random fp16 d / m / dmin of either sign), ragged shapes, scales that force the F32 fallback;
 // non-finite scales and other types are refused.
 #include <gtest/gtest.h>
 
@@ -30,7 +30,7 @@ Src random_ggml(GgmlType t, int64_t rows, int64_t cols, uint32_t seed, float d_a
     s.bytes.resize(size_t(rows * (cols / tr.block_elems) * tr.block_bytes));
     for (uint8_t& b : s.bytes) b = uint8_t(rng());
     for (size_t blk = 0; blk < s.bytes.size() / size_t(tr.block_bytes); ++blk)
-        for (int off : t == GgmlType::Q4_1 ? std::vector<int>{0, 2} : std::vector<int>{0}) {
+        for (int off : t == GgmlType::Q4_1 || t == GgmlType::Q4_K ? std::vector<int>{0, 2} : std::vector<int>{0}) {
             const uint16_t h = f32_to_f16(d_amp * nd(rng));
             std::memcpy(s.bytes.data() + blk * size_t(tr.block_bytes) + size_t(off), &h, 2);
         }
@@ -53,8 +53,9 @@ void expect_same_rows(const Weight& a, const Weight& b) {
 
 TEST(WeightRepack, GgmlToAffineIsBitExact) {
     uint32_t seed = 1;
-    for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q8_0})
+    for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q8_0, GgmlType::Q4_K})
         for (auto [rows, cols] : {std::pair<int64_t, int64_t>{1, 32}, {7, 96}, {33, 576}, {3, 4096}}) {
+            if (t == GgmlType::Q4_K && cols % 256) continue;
             SCOPED_TRACE(std::string(ggml_type_traits(t).name) + " " + std::to_string(rows) + "x" + std::to_string(cols));
             const Src s = random_ggml(t, rows, cols, seed++, 0.02f);
             auto r = ggml_to_affine(s.w);
@@ -63,7 +64,8 @@ TEST(WeightRepack, GgmlToAffineIsBitExact) {
             EXPECT_EQ(R.w.format, WeightFormat::AFFINE);
             EXPECT_EQ(R.w.group_size, 32);
             EXPECT_EQ(R.w.bits, t == GgmlType::Q8_0 ? 8 : 4);
-            EXPECT_EQ(R.w.sb_dtype, DType::F16);  // small scales: biases exact in F16
+            // small scales: biases exact in F16; Q4_K's d·sc and dmin·m are not
+            EXPECT_EQ(R.w.sb_dtype, t == GgmlType::Q4_K ? DType::F32 : DType::F16);
             expect_same_rows(s.w, R.w);
         }
 }
@@ -89,11 +91,14 @@ TEST(WeightRepack, RefusesWhatItCannotConvertExactly) {
     auto r = ggml_to_affine(s.w);
     ASSERT_FALSE(r.is_ok());
     EXPECT_NE(r.message().find("non-finite"), std::string::npos) << r.message();
-    const Src k = random_ggml(GgmlType::Q4_1, 2, 256, 6, 0.02f);
+    Src k = random_ggml(GgmlType::Q4_K, 2, 256, 6, 0.02f);
+    std::memcpy(k.bytes.data() + 144 + 2, &inf, 2);  // dmin of the second block
+    EXPECT_FALSE(ggml_to_affine(k.w).is_ok());
     Weight w = k.w;
-    w.ggml_type = GgmlType::Q4_K;
+    w.ggml_type = GgmlType::Q6_K;
     EXPECT_FALSE(ggml_to_affine(w).is_ok());
     EXPECT_FALSE(ggml_affine_exact(GgmlType::Q6_K));
+    EXPECT_FALSE(ggml_affine_exact(GgmlType::Q5_K));
     Weight dense;
     dense.rows = 1, dense.cols = 32, dense.data = k.bytes.data();
     EXPECT_FALSE(ggml_to_affine(dense).is_ok());
