@@ -79,12 +79,14 @@ try:
 except Exception as e:  # noqa: BLE001
     print(f"| greedy GPU vs CPU | ERROR {str(e)[:200]} |")
 
-# 3. Llama-family GGUF files on the GPU (tests/fixtures/gguf_models: transformers oracle, dequantized weights)
+# 3. Llama-family GGUF files (llama, qwen2 biases, qwen3 q/k norm) on the GPU (tests/fixtures/gguf_models: transformers oracle, dequantized weights)
 gm = os.path.join(root, "tests", "fixtures", "gguf_models")
 for case, gguf, oracle in [("llama_gqa_untied", "model-f32.gguf", "ref_logits.bin"),
                            ("llama_gqa_untied", "model-q8_0.gguf", "dequant_logits_q8_0.bin"),
                            ("llama_mqa_tied", "model-q8_0.gguf", "dequant_logits_q8_0.bin"),
                            ("qwen3_qknorm", "model-q8_0.gguf", "dequant_logits_q8_0.bin"),
+                           ("qwen2_bias", "model-f32.gguf", "ref_logits.bin"),
+                           ("qwen2_bias", "model-q8_0.gguf", "dequant_logits_q8_0.bin"),
                            ("llama_kquant", "model-q4_0.gguf", "dequant_logits_q4_0.bin"),
                            ("llama_kquant", "model-q4_k_m.gguf", "dequant_logits_q4_k_m.bin"),
                            ("qwen35_flat_gqa3_dkdv", "model-q8_0.gguf", "llama_f32dequant_logits_q8_0.bin"),

@@ -12,7 +12,7 @@ For every case, tests/fixtures/gguf_models/<case>/ gets
                        tests/fixtures/qwen35/<src> point to that fixture's prompt.json / ref_logits.bin instead)
   ref_logits.bin       transformers fp32 (eager) logits of the original HF weights: the oracle for F32/BF16 files
                        (same values). All *.bin: raw little-endian float32 [n_tokens, vocab].
-  dequant_logits_<t>.bin   (llama, qwen3) transformers fp32 on the weights dequantized from model-<t>.gguf by
+  dequant_logits_<t>.bin   (llama, qwen2, qwen3) transformers fp32 on the weights dequantized from model-<t>.gguf by
                        PyPI gguf-py (llama q/k rows un-permuted): the fp32 oracle for a quantized file
   llama_f32dequant_logits_<t>.bin  (qwen35) llama.cpp's F32 path on model-<t>.gguf dequantized to an F32 GGUF by
                        gguf-py: the fp32 oracle for a quantized Qwen3.5 file (this route matches
@@ -23,7 +23,7 @@ For every case, tests/fixtures/gguf_models/<case>/ gets
   meta.json            dims, files (type, size, sha256, tensor types), agreement numbers (max/mean rel. L2 per
                        position, top-1) between all of the above and llama.cpp on each file.
 
-Cases: llama_gqa_untied, llama_mqa_tied, qwen3_qknorm (F32 + Q8_0); llama_kquant (Q4_K_M + Q4_0, hidden 256 so
+Cases: llama_gqa_untied, llama_mqa_tied, qwen3_qknorm, qwen2_bias (F32 + Q8_0); llama_kquant (Q4_K_M + Q4_0, hidden 256 so
 K-quants apply); qwen35_flat_untied_gqa3_bf16 / qwen35_mm_tied_bf16 / qwen35_mm_tied_q8_0 (from
 tests/fixtures/qwen35/*); qwen35_flat_gqa3_dkdv (BF16 + Q8_0, made here: flat, untied, nv = 3 nk, dk == dv).
 The tiny tokenizers are byte-level BPEs trained here (HF tokenizers) with the pre-tokenizer regex of the
@@ -92,6 +92,10 @@ CASES: dict[str, dict] = {
     "qwen3_qknorm": dict(arch="qwen3", hidden=64, heads=4, kv=2, head_dim=32, inter=128, layers=2, vocab=352,
                          tied=True, rope_theta=1000000.0, eps=1e-6, pre="qwen2", add_bos=False,
                          outtypes=["f32", "q8_0"], seed=13),
+    # Qwen2: q/k/v biases (head dim 32, so the GPU attention runs it too).
+    "qwen2_bias": dict(arch="qwen2", hidden=128, heads=4, kv=2, head_dim=32, inter=256, layers=2, vocab=352,
+                       tied=True, rope_theta=1000000.0, eps=1e-6, pre="qwen2", add_bos=False,
+                       outtypes=["f32", "q8_0"], seed=15),
     # K-quants need rows that are multiples of 256: hidden 256, ffn 256. F32 source is not committed.
     "llama_kquant": dict(arch="llama", hidden=256, heads=4, kv=2, head_dim=64, inter=256, layers=2, vocab=384,
                          tied=False, rope_theta=10000.0, eps=1e-5, pre="llama-bpe", add_bos=True,
@@ -190,7 +194,8 @@ def tokenize_golden(tok: Tokenizer) -> list[dict]:
 
 # ------------------------------------------------------------------------------------------------
 def make_hf_model(case: dict):
-    from transformers import LlamaConfig, LlamaForCausalLM, Qwen3Config, Qwen3ForCausalLM
+    from transformers import (LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM, Qwen3Config,
+                              Qwen3ForCausalLM)
     common = dict(vocab_size=case["vocab"], hidden_size=case["hidden"], intermediate_size=case["inter"],
                   num_hidden_layers=case["layers"], num_attention_heads=case["heads"],
                   num_key_value_heads=case["kv"], head_dim=case["head_dim"], rms_norm_eps=case["eps"],
@@ -199,6 +204,8 @@ def make_hf_model(case: dict):
                   bos_token_id=0, eos_token_id=1, attn_implementation="eager")
     if case["arch"] == "llama":
         cfg, cls = LlamaConfig(attention_bias=False, mlp_bias=False, **common), LlamaForCausalLM
+    elif case["arch"] == "qwen2":  # q/k/v biases are built in
+        cfg, cls = Qwen2Config(use_sliding_window=False, **common), Qwen2ForCausalLM
     else:
         cfg, cls = Qwen3Config(attention_bias=False, use_sliding_window=False, **common), Qwen3ForCausalLM
     torch.manual_seed(case["seed"])
@@ -210,6 +217,8 @@ def make_hf_model(case: dict):
                 p.copy_(1.0 + 0.2 * torch.randn(p.shape, generator=g))
             elif name.endswith("embed_tokens.weight"):
                 p.copy_(torch.randn(p.shape, generator=g))
+            elif name.endswith(".bias"):  # qwen2 q/k/v biases: O(1), so they matter
+                p.copy_(0.5 * torch.randn(p.shape, generator=g))
             else:  # linear: N(0, 1/fan_in)
                 p.copy_(torch.randn(p.shape, generator=g) / np.sqrt(p.shape[1]))
     return model
@@ -297,8 +306,8 @@ def dequant_state_dict(path: Path, case: dict) -> dict[str, torch.Tensor]:
         elif name == "output.weight":
             hf = "lm_head.weight"
         else:
-            _, i, kind, _ = name.split(".")
-            hf = f"model.layers.{i}.{GGUF_TO_HF[kind]}.weight"
+            _, i, kind, what = name.split(".")  # what: weight or bias (qwen2 q/k/v)
+            hf = f"model.layers.{i}.{GGUF_TO_HF[kind]}.{what}"
             if case["arch"] == "llama" and kind == "attn_q":
                 w = unpermute_rope_rows(w, case["heads"])
             elif case["arch"] == "llama" and kind == "attn_k":

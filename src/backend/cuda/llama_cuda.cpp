@@ -20,6 +20,7 @@ struct DevLayer {
     const float *attn_norm = nullptr, *ffn_norm = nullptr, *q_norm = nullptr, *k_norm = nullptr;
     Weight q, k, v, o, gate, up, down;
     Weight attn_in, gate_up;  // stacked [q|k|v] and [gate|up] (empty when formats differ)
+    const float *q_bias = nullptr, *k_bias = nullptr, *v_bias = nullptr;  // qwen2; q_bias → [q|k|v] biases
 };
 
 class CudaLlama : public CudaCausalLM {
@@ -71,8 +72,18 @@ Status CudaLlama::init() {
     else { EMBER_ASSIGN(head_, arena_.upload(host().head(), "output")); }
     EMBER_ASSIGN(final_norm_, arena_.upload(host().final_norm(), "norm"));
     for (const LlamaLayer& L : host().layers()) {
-        EMBER_REQUIRE(L.attn.q_bias.empty(), "--device cuda: attention biases (qwen2) are not supported on the GPU yet");
         DevLayer d;
+        const auto& A = L.attn;
+        EMBER_REQUIRE(A.q_bias.empty() == A.k_bias.empty() && A.q_bias.empty() == A.v_bias.empty(),
+                      "--device cuda: attention biases on some of q/k/v only are not supported");
+        if (!A.q_bias.empty()) {  // one upload, [q | k | v]: the stacked decode GEMV adds them in one go
+            std::vector<float> qkv(A.q_bias);
+            qkv.insert(qkv.end(), A.k_bias.begin(), A.k_bias.end());
+            qkv.insert(qkv.end(), A.v_bias.begin(), A.v_bias.end());
+            EMBER_ASSIGN(d.q_bias, arena_.upload(qkv, "attention"));
+            d.k_bias = d.q_bias + A.q_bias.size();
+            d.v_bias = d.k_bias + A.k_bias.size();
+        }
         EMBER_ASSIGN(d.attn_norm, arena_.upload(L.attn_norm, "norm"));
         EMBER_ASSIGN(d.ffn_norm, arena_.upload(L.ffn_norm, "norm"));
         if (!L.attn.q_norm.empty()) {
@@ -113,12 +124,18 @@ void CudaLlama::run(CudaState& s, int64_t n, bool all_rows) const {
         const float *q = s.t0, *k = s.t1, *v = s.t2;
         if (n == 1 && !L.attn_in.empty()) {  // one GEMV: t0 = [q | k | v]
             lin(L.attn_in, s.xn, 1, s.t0);
+            if (L.q_bias) add_bias(s.t0, L.q_bias, 1, L.attn_in.rows, st);
             k = s.t0 + L.q.rows;
             v = k + L.k.rows;
         } else {
             lin(L.q, s.xn, n, s.t0);
             lin(L.k, s.xn, n, s.t1);
             lin(L.v, s.xn, n, s.t2);
+            if (L.q_bias) {
+                add_bias(s.t0, L.q_bias, n, L.q.rows, st);
+                add_bias(s.t1, L.k_bias, n, L.k.rows, st);
+                add_bias(s.t2, L.v_bias, n, L.v.rows, st);
+            }
         }
         gated_attention_core(adims_, q, k, v, L.q_norm, L.k_norm, s.K[l], s.V[l], s.pos_dev, n, s.t3, s.att_ws,
                              s.att_ws_bytes, st);

@@ -1,6 +1,7 @@
 // ops/linear/linear_cuda.cu: dispatch of the CUDA linear (spec: linear_cuda.h) — n ≤ 8 → GEMV kernels
 // (streaming tensor-core affine 4/8-bit, CUDA-core GGML blocks, fp32 CUDA-core dense and other affine widths),
 // n > 8 → the exact GEMV in 8-token chunks (or, opt-in, bf16 panels + cuBLAS: linear_gemm.cu).
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -105,6 +106,23 @@ void linear(const Weight& W, const float* x, int64_t n, float* y, cudaStream_t s
         const int64_t m = n - t < 8 ? n - t : 8;
         linear_gemv(W, x + t * W.cols, m, y + t * W.rows, stream);
     }
+}
+
+namespace {
+__global__ void add_bias_kernel(float* __restrict__ y, const float* __restrict__ b, int64_t total, int64_t rows) {
+    for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x)
+        y[i] += b[i % rows];
+}
+}  // namespace
+
+void add_bias(float* y, const float* b, int64_t n, int64_t rows, cudaStream_t stream) {
+    EMBER_CHECK(n >= 0 && rows >= 0 && (n * rows == 0 || (y && b)), "add_bias: n=%lld rows=%lld", (long long)n,
+                (long long)rows);
+    const int64_t total = n * rows;
+    if (total == 0) return;
+    const int64_t blocks = std::min<int64_t>((total + 255) / 256, 1024);
+    add_bias_kernel<<<unsigned(blocks), 256, 0, stream>>>(y, b, total, rows);
+    CUDA_CHECK(cudaGetLastError());
 }
 
 size_t linear_workspace_bytes(const Weight& W, int64_t n) {

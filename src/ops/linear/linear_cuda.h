@@ -48,6 +48,10 @@ void linear(const Weight& W, const float* x, int64_t n, float* y, cudaStream_t s
             size_t workspace_bytes);
 size_t linear_workspace_bytes(const Weight& W, int64_t n);
 
+// y[t, r] += b[r] for t < n, r < rows (a projection's bias, added after linear() as the CPU does: one fp32 add).
+// y, b device pointers; capturable.
+void add_bias(float* y, const float* b, int64_t n, int64_t rows, cudaStream_t stream);
+
 // ---- The two paths, callable directly (tests, benchmarks) ----
 
 // Launch shape of the tensor-core GEMV; 0 = automatic. Tests use it to reach every code path.

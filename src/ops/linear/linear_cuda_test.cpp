@@ -415,6 +415,32 @@ TEST(LinearCuda, QKernelMisalignedAndDeterministic) {
 }
 
 // Every kernel choice for a shape reports itself (benchmark tables) and the GEMV dispatch accepts each n.
+// add_bias: y[t, r] += b[r], the same single fp32 add as the CPU layer (bit-identical); ragged sizes.
+TEST(LinearCuda, AddBiasMatchesHost) {
+    SKIP_WITHOUT_GPU();
+    std::mt19937 rng(77);
+    std::normal_distribution<float> nd(0.f, 1.f);
+    for (auto [n, rows] : {std::pair<int64_t, int64_t>{1, 1}, {1, 1000}, {3, 4099}, {17, 96}, {600, 1025}}) {
+        std::vector<float> y(static_cast<size_t>(n * rows)), b(static_cast<size_t>(rows));
+        for (float& v : y) v = nd(rng);
+        for (float& v : b) v = nd(rng);
+        DeviceBuffer dy = dalloc(y.size() * 4 + 64), db = dalloc(b.size() * 4);
+        CUDA_CHECK(cudaMemset(dy.get(), 0xff, dy.bytes()));
+        copy_to_device(dy.get(), y.data(), y.size() * 4);
+        copy_to_device(db.get(), b.data(), b.size() * 4);
+        add_bias(dy.as<float>(), db.as<float>(), n, rows, nullptr);
+        CUDA_CHECK(cudaDeviceSynchronize());
+        std::vector<float> got(y.size() + 16);
+        copy_to_host(got.data(), dy.get(), got.size() * 4);
+        for (int64_t t = 0; t < n; ++t)
+            for (int64_t r = 0; r < rows; ++r)
+                ASSERT_EQ(got[size_t(t * rows + r)], y[size_t(t * rows + r)] + b[size_t(r)]) << t << "," << r;
+        uint32_t guard;
+        std::memcpy(&guard, &got[y.size()], 4);
+        EXPECT_EQ(guard, 0xffffffffu) << "wrote past y";
+    }
+}
+
 TEST(LinearCuda, DescribeNamesTheKernel) {
     Weight W;
     W.format = WeightFormat::AFFINE, W.bits = 4, W.group_size = 64, W.sb_dtype = DType::BF16;
