@@ -1,8 +1,8 @@
 // bench/gpu/read_bench.cu: the read-only streaming ceiling of the GPU for the byte counts of the decode GEMVs
 // (docs: performance.md). A GEMV reads its weights once and writes almost nothing, so the most it can reach is
 // what a kernel that only reads (and XORs) the same bytes reaches, launched the same way (graph replay, rotating
-// copies so that L2 stays cold). Reported against the copy bandwidth (2 GiB D2D, read + written bytes) that
-// gemv_bench's "% of copy bw" uses.
+// copies so that L2 stays cold). Reported against the copy bandwidth (D2D, read + written bytes) measured by
+// ember::cuda::copy_bandwidth_gbs.
 //
 // Variants: blocks per SM (1, 2, 4) × 16-byte loads in flight per thread (2, 4, 8), 512 threads per block,
 // grid-stride over 16-byte words; plus a persistent version that splits the bytes into one contiguous range per
@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/device.h"
 
 namespace {
 
@@ -121,30 +122,6 @@ double median(std::vector<double> v) {
     return v[v.size() / 2];
 }
 
-double copy_bandwidth() {
-    const size_t bytes = size_t(2) << 30;
-    void *a, *b;
-    CUDA_CHECK(cudaMalloc(&a, bytes));
-    CUDA_CHECK(cudaMalloc(&b, bytes));
-    CUDA_CHECK(cudaMemset(a, 1, bytes));
-    cudaEvent_t e0, e1;
-    CUDA_CHECK(cudaEventCreate(&e0));
-    CUDA_CHECK(cudaEventCreate(&e1));
-    std::vector<double> t;
-    for (int i = 0; i < 10; ++i) {
-        CUDA_CHECK(cudaEventRecord(e0));
-        CUDA_CHECK(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice));
-        CUDA_CHECK(cudaEventRecord(e1));
-        CUDA_CHECK(cudaEventSynchronize(e1));
-        float ms;
-        CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
-        if (i) t.push_back(ms * 1e-3);
-    }
-    CUDA_CHECK(cudaFree(a));
-    CUDA_CHECK(cudaFree(b));
-    return 2.0 * double(bytes) / median(t);
-}
-
 using Kern = void (*)(const uint4*, size_t, uint32_t*);
 
 // Per-launch seconds of a graph of `per` launches rotating through the copies, median of 5 replays.
@@ -185,7 +162,12 @@ int main(int argc, char** argv) {
     cudaDeviceProp prop{};
     CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
     const int sms = prop.multiProcessorCount;
-    const double bw = copy_bandwidth();
+    auto bwr = ember::cuda::copy_bandwidth_gbs();  // the engine's own probe (ember bench uses it too)
+    if (!bwr.is_ok()) {
+        std::fprintf(stderr, "read_bench: %s\n", bwr.message().c_str());
+        return 1;
+    }
+    const double bw = bwr.value() * 1e9;
     std::printf("# read_bench — %s, %d SMs, L2 %.0f MB; copy bandwidth %.0f GB/s\n\n", prop.name, sms,
                 prop.l2CacheSize / 1e6, bw / 1e9);
     cudaStream_t st;
