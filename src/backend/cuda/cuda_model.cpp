@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 
 #include "backend/cuda/cuda_check.h"
 #include "ops/activation/activation_cuda.h"
@@ -12,8 +13,39 @@
 
 namespace ember::cuda {
 
-void CudaCausalLM::swiglu_mlp(CudaState& s, const Weight& gate_up, const Weight& gate, const Weight& up,
-                              const Weight& down, int64_t n, int64_t I) const {
+void CudaCausalLM::normed_linear(CudaState& s, const Weight& w, const float* norm_w, float eps, int64_t n, float* y,
+                                 bool fz) const {
+    if (!fz) {
+        linear(w, s.xn, n, y, s.stream, s.lin_ws, s.lin_ws_bytes);
+        return;
+    }
+    LinearFusion f;
+    f.norm_w = norm_w, f.eps = eps;
+    linear_fused(w, s.x, 1, y, f, s.stream, s.fz_ws, s.fz_ws_floats);
+}
+
+const float* CudaCausalLM::residual_linear(CudaState& s, const Weight& w, const float* x_in, int64_t n, bool fz) const {
+    if (!fz) {
+        linear(w, x_in, n, s.y, s.stream, s.lin_ws, s.lin_ws_bytes);
+        return s.y;
+    }
+    LinearFusion f;
+    f.accumulate = true;
+    linear_fused(w, x_in, 1, s.x, f, s.stream, s.fz_ws, s.fz_ws_floats);
+    return nullptr;
+}
+
+const float* CudaCausalLM::swiglu_mlp(CudaState& s, const float* pending, const float* post_norm, float eps,
+                                      const Weight& gate_up, const Weight& gate, const Weight& up, const Weight& down,
+                                      int64_t n, int64_t I, bool fz) const {
+    if (fz) {  // [gate | up] = RMSNorm(x)·Wᵀ; x += SwiGLU([gate | up])·downᵀ
+        normed_linear(s, gate_up, post_norm, eps, 1, s.t0, true);
+        LinearFusion f;
+        f.swiglu = true, f.accumulate = true;
+        linear_fused(down, s.t0, 1, s.x, f, s.stream, s.fz_ws, s.fz_ws_floats);
+        return nullptr;
+    }
+    add_rmsnorm(s.x, pending, post_norm, s.xn, n, info_.hidden_size, eps, s.stream);
     if (!gate_up.empty()) {  // [n, gate | up] → SwiGLU
         linear(gate_up, s.xn, n, s.t0, s.stream, s.lin_ws, s.lin_ws_bytes);
         swiglu_fused(s.t0, s.t2, n, I, s.stream);
@@ -22,15 +54,28 @@ void CudaCausalLM::swiglu_mlp(CudaState& s, const Weight& gate_up, const Weight&
         linear(up, s.xn, n, s.t1, s.stream, s.lin_ws, s.lin_ws_bytes);
         swiglu(s.t0, s.t1, s.t2, n * I, s.stream);
     }
-    linear(down, s.t2, n, s.y, s.stream, s.lin_ws, s.lin_ws_bytes);
+    return residual_linear(s, down, s.t2, n, false);
 }
 
 void CudaCausalLM::lm_head(CudaState& s, const float* pending, const float* final_norm, int64_t n, bool all_rows,
-                           float eps) const {
+                           float eps, bool fz) const {
+    if (fz) {
+        normed_linear(s, head_, final_norm, eps, 1, s.logits, true);
+        return;
+    }
     const int64_t H = info_.hidden_size;
     const int64_t rows = all_rows ? std::min<int64_t>(n, 8) : 1, first = all_rows ? 0 : n - 1;
     add_rmsnorm(s.x, pending, final_norm, s.xn, n, H, eps, s.stream);
     linear(head_, s.xn + first * H, rows, s.logits, s.stream, s.lin_ws, s.lin_ws_bytes);
+}
+
+void CudaCausalLM::choose_decode_fusion(const std::vector<const Weight*>& decode_weights) {
+    static const bool off = [] {
+        const char* e = std::getenv("EMBER_FUSE");
+        return e && e[0] == '0';
+    }();
+    fuse_decode_ = !off;
+    for (const Weight* w : decode_weights) fuse_decode_ = fuse_decode_ && !w->empty() && linear_fused_native(*w, 1);
 }
 
 void CudaCausalLM::finish_init(int64_t widest, int64_t capacity) {
@@ -82,6 +127,11 @@ Status CudaCausalLM::allocate(CudaState& st) const {
     if (s->att_ws_bytes) { EMBER_ASSIGN(s->att_ws, alloc(s->att_ws_bytes, "attention workspace")); }
     s->smp_ws_bytes = std::max(sample_workspace_bytes(V), argmax_workspace_bytes(V));
     EMBER_ASSIGN(s->smp_ws, alloc(s->smp_ws_bytes, "sampler workspace"));
+    if (fuse_decode_) {  // linear_fused's fallback scratch for one token: x' and y' of the widest / the head
+        s->fz_ws_floats = size_t(2 * W + std::max(V, W));
+        EMBER_ASSIGN(p, alloc(s->fz_ws_floats * sizeof(float), "fusion scratch"));
+        s->fz_ws = static_cast<float*>(p);
+    }
     CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&s->io), sizeof(StepIO)));
     *s->io = StepIO{};
     CUDA_CHECK(cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking));

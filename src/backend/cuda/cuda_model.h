@@ -47,6 +47,8 @@ struct CudaState : ModelState {
     DeviceSamplingParams* params_dev;
     void *lin_ws, *att_ws, *smp_ws;
     size_t lin_ws_bytes, att_ws_bytes, smp_ws_bytes;
+    float* fz_ws = nullptr;  // scratch of linear_fused's unfused fallback (fused decode only)
+    size_t fz_ws_floats = 0;
     StepIO* io = nullptr;    // pinned host
     cudaStream_t stream = nullptr;
     cudaEvent_t ev0 = nullptr, ev1 = nullptr;
@@ -92,12 +94,28 @@ protected:
     // Workspace bytes of the layers' linear and attention ops for calls of up to max_tokens tokens.
     virtual size_t linear_workspace(int64_t max_tokens) const = 0;
     virtual size_t attention_workspace(int64_t max_tokens) const = 0;
-    // Shared tail pieces of run(): SwiGLU MLP of s.xn → s.y (one GEMV over [gate|up] when gate_up is set; uses
-    // s.t0..s.t2), and the final add + RMSNorm of the residual stream into s.xn then the head → s.logits.
-    void swiglu_mlp(CudaState& s, const Weight& gate_up, const Weight& gate, const Weight& up, const Weight& down,
-                    int64_t n, int64_t I) const;
-    void lm_head(CudaState& s, const float* pending, const float* final_norm, int64_t n, bool all_rows,
-                 float eps) const;
+    // Shared pieces of run(). Two ways to run a block, chosen by `fz` (= n == 1 && fuse_decode_):
+    //  - unfused: add_rmsnorm(s.x, pending, norm, s.xn) first, the GEMVs read s.xn, the block's output lands in
+    //    s.y and is returned as the next `pending` (added to s.x by the next add_rmsnorm);
+    //  - fused (decode): the GEMVs that read the block input apply the RMSNorm to s.x themselves, the output
+    //    projection adds into s.x (linear_fused), nothing is pending (nullptr returned).
+    // normed_linear: y = RMSNorm(s.x)·Wᵀ (fused) or s.xn·Wᵀ (unfused; the caller ran add_rmsnorm).
+    void normed_linear(CudaState& s, const Weight& w, const float* norm_w, float eps, int64_t n, float* y,
+                       bool fz) const;
+    // residual_linear: x_in·Wᵀ added to s.x (fused; returns nullptr) or written to s.y (returns s.y).
+    const float* residual_linear(CudaState& s, const Weight& w, const float* x_in, int64_t n, bool fz) const;
+    // The post-attention half of a block: [add_rmsnorm(s.x, pending, post_norm) →] SwiGLU MLP (one GEMV over
+    // [gate|up] when gate_up is set; uses s.t0..s.t2) → residual_linear(down). Returns the new pending.
+    const float* swiglu_mlp(CudaState& s, const float* pending, const float* post_norm, float eps,
+                            const Weight& gate_up, const Weight& gate, const Weight& up, const Weight& down, int64_t n,
+                            int64_t I, bool fz) const;
+    // Final add + RMSNorm of the residual stream and the head → s.logits (unfused: s.xn holds the normed rows).
+    void lm_head(CudaState& s, const float* pending, const float* final_norm, int64_t n, bool all_rows, float eps,
+                 bool fz) const;
+    // Sets fuse_decode_ when every weight a decode step multiplies (the stacked block inputs, the output
+    // projections, [gate|up], down, the head) runs linear_fused natively at n = 1.
+    void choose_decode_fusion(const std::vector<const Weight*>& decode_weights);
+    bool fuse_decode_ = false;
     // Called by the derived init() last: info from the CPU model, the widest activation row, KV capacity.
     void finish_init(int64_t widest, int64_t capacity);
 

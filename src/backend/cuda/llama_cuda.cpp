@@ -1,6 +1,7 @@
 // Llama-family forward pass on the GPU (fp32 activations), models/llama.h:
 //   h = x + Attention(RMSNorm(x)); out = h + SwiGLU(RMSNorm(h)); logits = Head(RMSNorm(h_L)).
-// The residual add is fused into the next RMSNorm (add_rmsnorm). Decode (n = 1) is one graph launch.
+// The residual add is fused into the next RMSNorm (add_rmsnorm); in decode (n = 1, one graph launch) the norms,
+// SwiGLU and residual adds run inside the GEMVs when every weight allows it (CudaCausalLM::choose_decode_fusion).
 #include "backend/cuda/llama_cuda.h"
 
 #include <algorithm>
@@ -105,6 +106,10 @@ Status CudaLlama::init() {
     adims_.freq_factors = as.freq_factors.empty() ? nullptr : as.freq_factors.data();
     int64_t widest = std::max({c.hidden, 2 * c.ffn, (c.n_heads + 2 * c.n_kv) * c.head_dim});
     finish_init(widest, adims_.capacity);
+    std::vector<const Weight*> dw{&head_};
+    for (const auto& L : layers_)
+        for (const Weight* w : {&L.attn_in, &L.o, &L.gate_up, &L.down}) dw.push_back(w);
+    choose_decode_fusion(dw);
     return Status::ok();
 }
 
@@ -116,14 +121,15 @@ void CudaLlama::run(CudaState& s, int64_t n, bool all_rows) const {
     auto lin = [&](const Weight& w, const float* x, int64_t rows, float* y) {
         linear(w, x, rows, y, st, s.lin_ws, s.lin_ws_bytes);
     };
+    const bool fz = n == 1 && fuse_decode_;  // norms, SwiGLU and residual adds inside the GEMVs
     embed_rows(embed_, s.ids, n, s.x, st);
     const float* pending = nullptr;  // attention/MLP output not yet added to the residual stream
     for (size_t l = 0; l < layers_.size(); ++l) {
         const DevLayer& L = layers_[l];
-        add_rmsnorm(s.x, pending, L.attn_norm, s.xn, n, H, eps, st);
+        if (!fz) add_rmsnorm(s.x, pending, L.attn_norm, s.xn, n, H, eps, st);
         const float *q = s.t0, *k = s.t1, *v = s.t2;
         if (n == 1 && !L.attn_in.empty()) {  // one GEMV: t0 = [q | k | v]
-            lin(L.attn_in, s.xn, 1, s.t0);
+            normed_linear(s, L.attn_in, L.attn_norm, eps, 1, s.t0, fz);
             if (L.q_bias) add_bias(s.t0, L.q_bias, 1, L.attn_in.rows, st);
             k = s.t0 + L.q.rows;
             v = k + L.k.rows;
@@ -139,12 +145,10 @@ void CudaLlama::run(CudaState& s, int64_t n, bool all_rows) const {
         }
         gated_attention_core(adims_, q, k, v, L.q_norm, L.k_norm, s.K[l], s.V[l], s.pos_dev, n, s.t3, s.att_ws,
                              s.att_ws_bytes, st);
-        lin(L.o, s.t3, n, s.y);
-        add_rmsnorm(s.x, s.y, L.ffn_norm, s.xn, n, H, eps, st);
-        swiglu_mlp(s, L.gate_up, L.gate, L.up, L.down, n, I);
-        pending = s.y;
+        pending = residual_linear(s, L.o, s.t3, n, fz);
+        pending = swiglu_mlp(s, pending, L.ffn_norm, eps, L.gate_up, L.gate, L.up, L.down, n, I, fz);
     }
-    lm_head(s, pending, final_norm_, n, all_rows, eps);
+    lm_head(s, pending, final_norm_, n, all_rows, eps, fz);
 }
 
 }  // namespace

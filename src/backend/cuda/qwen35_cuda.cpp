@@ -1,6 +1,7 @@
 // Qwen3.5 forward pass on the GPU (fp32 activations, weights in their stored format), qwen35.md §2.3:
 //   h = x + Mixer(RMSNorm(x)); out = h + SwiGLU(RMSNorm(h)); logits = LMHead(RMSNorm(h_L)).
-// The residual add is fused into the next RMSNorm (add_rmsnorm). Decode (n = 1) is one graph launch.
+// The residual add is fused into the next RMSNorm (add_rmsnorm); in decode (n = 1, one graph launch) the norms,
+// SwiGLU and residual adds run inside the GEMVs when every weight allows it (CudaCausalLM::choose_decode_fusion).
 #include "backend/cuda/qwen35_cuda.h"
 
 #include <algorithm>
@@ -98,6 +99,13 @@ Status CudaQwen35::init() {
                                c.conv_dim(), c.value_dim()});
     for (const auto& L : layers_) widest = std::max({widest, L.attn_in.rows, L.gdn_in.rows});
     finish_init(widest, adims_.capacity);
+    std::vector<const Weight*> dw{&head_};
+    for (const auto& L : layers_)
+        for (const Weight* w : L.type == LayerType::FULL_ATTENTION
+                                   ? std::vector<const Weight*>{&L.attn_in, &L.o, &L.gate_up, &L.down}
+                                   : std::vector<const Weight*>{&L.gdn_in, &L.out, &L.gate_up, &L.down})
+            dw.push_back(w);
+    choose_decode_fusion(dw);
     return Status::ok();
 }
 
@@ -141,15 +149,17 @@ void CudaQwen35::run(CudaState& s, int64_t n, bool all_rows) const {
     auto lin = [&](const Weight& w, const float* x, int64_t rows, float* y) {
         linear(w, x, rows, y, st, s.lin_ws, s.lin_ws_bytes);
     };
+    const bool fz = n == 1 && fuse_decode_;  // norms, SwiGLU and residual adds inside the GEMVs
     embed_rows(embed_, s.ids, n, s.x, st);
     const float* pending = nullptr;  // mixer/MLP output not yet added to the residual stream
     for (size_t l = 0; l < layers_.size(); ++l) {
         const DevLayer& L = layers_[l];
-        add_rmsnorm(s.x, pending, L.input_norm, s.xn, n, H, eps, st);
+        if (!fz) add_rmsnorm(s.x, pending, L.input_norm, s.xn, n, H, eps, st);
+        auto stacked_in = [&](const Weight& w) { normed_linear(s, w, L.input_norm, eps, 1, s.t0, fz); };
         if (L.type == LayerType::FULL_ATTENTION) {
             const float *q = s.t0, *k = s.t1, *v = s.t2;
             if (n == 1 && !L.attn_in.empty()) {  // one GEMV: t0 = [q+gate | k | v]
-                lin(L.attn_in, s.xn, 1, s.t0);
+                stacked_in(L.attn_in);
                 k = s.t0 + L.q.rows;
                 v = k + L.k.rows;
             } else {
@@ -159,11 +169,11 @@ void CudaQwen35::run(CudaState& s, int64_t n, bool all_rows) const {
             }
             gated_attention_core(adims_, q, k, v, L.q_norm, L.k_norm, s.K[l], s.V[l], s.pos_dev, n, s.t3, s.att_ws,
                                  s.att_ws_bytes, st);
-            lin(L.o, s.t3, n, s.y);
+            pending = residual_linear(s, L.o, s.t3, n, fz);
         } else {
             const float *qkv = s.t0, *z = s.t1, *b = s.t2, *a = s.t4;
             if (n == 1 && !L.gdn_in.empty()) {  // one GEMV: t0 = [qkv | z | b | a]
-                lin(L.gdn_in, s.xn, 1, s.t0);
+                stacked_in(L.gdn_in);
                 z = s.t0 + L.qkv.rows;
                 b = z + L.z.rows;
                 a = b + L.b.rows;
@@ -176,13 +186,11 @@ void CudaQwen35::run(CudaState& s, int64_t n, bool all_rows) const {
             GdnDecodeArgs ga{qkv, z, a, b, L.conv, L.A_log, L.dt_bias, L.gnorm, s.conv[l], s.S[l], s.t3,
                              g.heads, static_cast<int>(g.conv_kernel), g.eps};
             gated_delta_net_step(ga, n, st);
-            lin(L.out, s.t3, n, s.y);
+            pending = residual_linear(s, L.out, s.t3, n, fz);
         }
-        add_rmsnorm(s.x, s.y, L.post_norm, s.xn, n, H, eps, st);
-        swiglu_mlp(s, L.gate_up, L.gate, L.up, L.down, n, I);
-        pending = s.y;
+        pending = swiglu_mlp(s, pending, L.post_norm, eps, L.gate_up, L.gate, L.up, L.down, n, I, fz);
     }
-    lm_head(s, pending, final_norm_, n, all_rows, eps);
+    lm_head(s, pending, final_norm_, n, all_rows, eps, fz);
 }
 
 }  // namespace

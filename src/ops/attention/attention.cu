@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/pdl.cuh"
 #include "core/check.h"
 #include "ops/rope/rope.h"
 
@@ -137,6 +138,7 @@ __global__ void __launch_bounds__(kThreads)
                float* __restrict__ part_acc,      // [n_splits, H, D]   decode only
                float* __restrict__ part_ml,       // [n_splits, H, 2]   (running max, Σ) decode only
                float* __restrict__ out) {         // [n, H, D]
+    pdl_trigger();  // the next GEMV (output projection when there is no combine) may prefetch its weights
     constexpr int kV4 = D / 32;           // float4 per lane per key row in (a): 8 lanes cover a row
     constexpr int kC4 = D / 4;            // float4 per row
     constexpr int kKQ = kThreads / kC4;   // key subsets in (c): 4 (D = 256), 8, 16
@@ -302,6 +304,7 @@ __global__ void __launch_bounds__(kCombineThreads)
     attn_combine(const float* __restrict__ part_acc, const float* __restrict__ part_ml,
                  const float* __restrict__ qg, const int32_t* __restrict__ pos0_dev, int H, int64_t cap,
                  int n_splits, float* __restrict__ out) {
+    pdl_trigger();  // the output projection's GEMV may prefetch its weights
     constexpr int kC4 = combine_cols(D) / 4, kGroups = kCombineThreads / kC4, kU = 8;
     __shared__ float w_s[kMaxSplits];
     __shared__ __align__(16) float4 red_s[kGroups][kC4];

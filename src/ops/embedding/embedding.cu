@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/pdl.cuh"
 #include "core/check.h"
 #include "quant/affine.h"
 
@@ -35,6 +36,7 @@ __device__ __forceinline__ bool bad_id(int32_t id, int64_t rows) { return id < 0
 // Any dense float type, element by element.
 __global__ void embed_dense_scalar(const void* W, DType t, const int32_t* ids, int64_t rows, int64_t cols,
                                    float* out) {
+    pdl_trigger();  // the first GEMV may prefetch its weights
     const int32_t id = ids[blockIdx.x];
     float* o = out + int64_t(blockIdx.x) * cols;
     const bool bad = bad_id(id, rows);
@@ -46,6 +48,7 @@ __global__ void embed_dense_scalar(const void* W, DType t, const int32_t* ids, i
 template <int kEl>  // bytes per element: 4 (F32) or 2 (F16/BF16)
 __global__ void embed_dense_vec(const uint4* W, bool is_bf16, const int32_t* ids, int64_t rows, int64_t chunks,
                                 float4* out) {
+    pdl_trigger();
     constexpr int kPer = 16 / kEl;  // values per chunk
     const int32_t id = ids[blockIdx.x];
     float4* o = out + int64_t(blockIdx.x) * chunks * (kPer / 4);
@@ -76,6 +79,7 @@ __global__ void embed_dense_vec(const uint4* W, bool is_bf16, const int32_t* ids
 // MLX affine: w[c] = s_g · q[c] + b_g in fp32, product rounded before the add (no FMA), as the CPU reference.
 __global__ void embed_affine(const uint32_t* W, const void* scales, const void* biases, DType sbt, int bits,
                              int group_size, const int32_t* ids, int64_t rows, int64_t cols, float* out) {
+    pdl_trigger();
     const int32_t id = ids[blockIdx.x];
     float* o = out + int64_t(blockIdx.x) * cols;
     if (bad_id(id, rows)) {

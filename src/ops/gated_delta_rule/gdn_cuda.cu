@@ -42,6 +42,7 @@
 #include <cstdint>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/pdl.cuh"
 #include "core/check.h"
 #include "ops/gated_delta_rule/gdn_cuda_device.cuh"
 
@@ -121,6 +122,7 @@ Plan make_plan(const GdnDecodeArgs& a) {
 template <int K, int V>
 __global__ void __launch_bounds__(kMaxThreads, 1) gdn_step_kernel(const GdnDecodeArgs p, const int64_t T,
                                                                   const Plan pl) {
+    pdl_trigger();  // the output projection's GEMV may start prefetching its weights
     constexpr int W8 = kMaxThreads / 32;  // reductions always sum W8 warp slots (unused ones hold zeros): no branches
     extern __shared__ float4 smem4[];
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, nwarps = blockDim.x >> 5;

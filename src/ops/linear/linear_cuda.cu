@@ -8,7 +8,9 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "core/check.h"
+#include "ops/activation/activation_cuda.h"
 #include "ops/linear/linear_cuda.h"
+#include "ops/norm/norm_cuda.h"
 #include "quant/affine.h"
 #include "quant/ggml_type.h"
 
@@ -106,6 +108,38 @@ void linear(const Weight& W, const float* x, int64_t n, float* y, cudaStream_t s
         const int64_t m = n - t < 8 ? n - t : 8;
         linear_gemv(W, x + t * W.cols, m, y + t * W.rows, stream);
     }
+}
+
+bool linear_fused_native(const Weight& W0, int64_t n) {
+    const Weight W = dense_view(W0);
+    if (W.format != WeightFormat::AFFINE || n < 1 || n > 8 || affine_kernel({}, W, n) != 1) return false;
+    char buf[96];
+    return detail::gemv_affine_q(W, nullptr, int(n), nullptr, nullptr, {}, buf, sizeof buf);
+}
+
+size_t linear_fused_scratch_floats(const Weight& W, int64_t n) { return size_t(n) * size_t(W.cols + W.rows); }
+
+void linear_fused(const Weight& W0, const float* x, int64_t n, float* y, const LinearFusion& f, cudaStream_t stream,
+                  float* scratch, size_t scratch_floats, const GemvTuning* tune) {
+    check_weight(W0, "linear_fused");
+    EMBER_CHECK(n >= 1 && n <= 8, "linear_fused: n=%lld (1..8)", (long long)n);
+    EMBER_CHECK(x && y, "linear_fused: null x or y");
+    EMBER_CHECK(!(f.norm_w && f.swiglu), "linear_fused: RMSNorm and SwiGLU prologues are exclusive");
+    const Weight W = dense_view(W0);
+    const GemvTuning t = tune ? *tune : GemvTuning{};
+    if (W.rows == 0) return;
+    if (W.format == WeightFormat::AFFINE && affine_kernel(t, W, n) == 1 &&
+        detail::gemv_affine_q(W, x, int(n), y, stream, t, nullptr, 0, &f))
+        return;
+    // Separate ops (same math): x' into scratch[0, n·cols), y' into scratch[n·cols, n·(cols + rows)).
+    EMBER_CHECK(scratch && scratch_floats >= linear_fused_scratch_floats(W, n),
+                "linear_fused: scratch of %zu floats, %zu needed", scratch_floats, linear_fused_scratch_floats(W, n));
+    const float* xin = x;
+    if (f.norm_w) rmsnorm(x, f.norm_w, scratch, n, W.cols, f.eps, stream), xin = scratch;
+    if (f.swiglu) swiglu_fused(x, scratch, n, W.cols, stream), xin = scratch;
+    float* yout = f.accumulate ? scratch + n * W.cols : y;
+    linear_gemv(W0, xin, n, yout, stream, t);
+    if (f.accumulate) add_bias(y, yout, 1, n * W.rows, stream);  // y += y' (one row of n·rows)
 }
 
 namespace {

@@ -48,6 +48,27 @@ void linear(const Weight& W, const float* x, int64_t n, float* y, cudaStream_t s
             size_t workspace_bytes);
 size_t linear_workspace_bytes(const Weight& W, int64_t n);
 
+// Decode fusions around one linear: a prologue on x as the GEMV reads it, and an accumulating epilogue.
+//   norm_w set:  x'[t, c] = x[t, c] · (1 / sqrt(mean_c x[t, c]² + eps)) · norm_w[c]   (as rmsnorm(), fp32)
+//   swiglu:      x [n, 2·cols] rows [gate | up]; x'[t, c] = silu(gate[t, c]) · up[t, c]  (as swiglu_fused())
+//   accumulate:  y[t, r] = y[t, r] + Σ_c W[r, c] · x'[t, c]   (the residual add, in place)
+// (norm_w and swiglu exclusive.) One kernel when linear_fused_native(W, n) (the streaming q kernel applies
+// the prologue while staging x — every block computes the norm factors itself — and the add when storing y);
+// otherwise the separate ops: rmsnorm / swiglu_fused into scratch, linear, add — same numerics either way
+// up to fp32 summation order of Σx².
+struct LinearFusion {
+    const float* norm_w = nullptr;
+    float eps = 0.f;
+    bool swiglu = false;
+    bool accumulate = false;
+};
+// scratch: device floats, ≥ linear_fused_scratch_floats(W, n) (only used by the unfused fallback).
+struct GemvTuning;
+void linear_fused(const Weight& W, const float* x, int64_t n, float* y, const LinearFusion& f, cudaStream_t stream,
+                  float* scratch, size_t scratch_floats, const GemvTuning* tune = nullptr);
+size_t linear_fused_scratch_floats(const Weight& W, int64_t n);
+bool linear_fused_native(const Weight& W, int64_t n);
+
 // y[t, r] += b[r] for t < n, r < rows (a projection's bias, added after linear() as the CPU does: one fp32 add).
 // y, b device pointers; capturable.
 void add_bias(float* y, const float* b, int64_t n, int64_t rows, cudaStream_t stream);
@@ -86,7 +107,7 @@ bool gemv_affine_mma(const Weight& W, const float* x, int n, float* y, cudaStrea
 // Same contract for the streaming kernel (linear_gemv_q.cu): AFFINE 4/8-bit, 16-byte aligned data; false also
 // when x cannot be staged in shared memory even in chunks.
 bool gemv_affine_q(const Weight& W, const float* x, int n, float* y, cudaStream_t stream, const GemvTuning& tune,
-                   char* describe = nullptr, size_t describe_bytes = 0);
+                   char* describe = nullptr, size_t describe_bytes = 0, const LinearFusion* fusion = nullptr);
 // GGML block types with a CUDA kernel, and the kernel (W.format == GGML, one of those types, 2-byte aligned data).
 bool gemv_ggml_supported(GgmlType t);
 void gemv_ggml(const Weight& W, const float* x, int n, float* y, cudaStream_t stream);

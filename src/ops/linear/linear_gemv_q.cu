@@ -45,7 +45,7 @@ namespace ember::cuda::detail {
 namespace {
 
 constexpr int kWarps = 16, kThreads = 32 * kWarps;
-constexpr int kSmemMax = 227 * 1024;  // dynamic shared memory per block
+constexpr int kSmemMax = 227 * 1024 - 256;  // dynamic shared memory per block (static: the RMSNorm factors)
 constexpr int kRedBytes = 2 * kWarps * 16 * 8 * 4;  // slice partials, double-buffered by round parity
 constexpr int kMaxChunkTiles = 128;   // tiles per block whose partials fit in shared memory when K is chunked
 
@@ -89,9 +89,54 @@ struct QArgs {
     int cs, nc;           // K-units per chunk, chunks
     int S, spsl;          // slices per chunk, K-units per slice
     int grid;
-    int x_aligned;        // x is 16-byte aligned (vector loads in staging)
+    int x_aligned;        // x (and norm_w) 16-byte aligned (vector loads in staging)
     int red;              // slices or chunks need the shared-memory reduction
+    // Fusion (linear_cuda.h LinearFusion): x' = pre(x) as staged; y = y + x'·Wᵀ when accum.
+    int pre;              // PRE_NONE, PRE_RMSNORM (x'[c] = x[c]·inv·norm_w[c]), PRE_SWIGLU (x rows [gate K | up K])
+    int xstride;          // floats per token row of x (K, or 2K for SwiGLU)
+    int accum;
+    const float* norm_w;
+    float eps;
 };
+enum { PRE_NONE = 0, PRE_RMSNORM = 1, PRE_SWIGLU = 2 };
+
+// silu(g)·u exactly as ops/activation/activation.cu computes it (expf, IEEE division, unfused product).
+__device__ __forceinline__ float swiglu1(float g, float u) { return __fmul_rn(g / (1.0f + expf(-g)), u); }
+
+// CPW consecutive values of x' for token row xt (of a.xstride floats) from column col0, with the prologue.
+template <int CPW>
+__device__ __forceinline__ void load_x(const QArgs& a, const float* xt, int col0, float inv, float* v) {
+    if (a.x_aligned) {
+#pragma unroll
+        for (int i = 0; i < CPW; i += 4) {
+            const float4 q = __ldg(reinterpret_cast<const float4*>(xt + col0 + i));
+            v[i] = q.x, v[i + 1] = q.y, v[i + 2] = q.z, v[i + 3] = q.w;
+        }
+    } else {
+#pragma unroll
+        for (int i = 0; i < CPW; ++i) v[i] = __ldg(xt + col0 + i);
+    }
+    if (a.pre == PRE_RMSNORM) {
+#pragma unroll
+        for (int i = 0; i < CPW; ++i) v[i] = v[i] * inv * __ldg(a.norm_w + col0 + i);  // add_rmsnorm's op order
+    } else if (a.pre == PRE_SWIGLU) {
+#pragma unroll
+        for (int i = 0; i < CPW; ++i) v[i] = swiglu1(v[i], __ldg(xt + a.K + col0 + i));
+    }
+}
+
+// RMSNorm factors 1/sqrt(mean(x²) + eps) of the n token rows (warp w: token w), into inv[0..n).
+__device__ __forceinline__ void rms_factors(const QArgs& a, float* inv) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    for (int tok = warp; tok < a.n; tok += kWarps) {
+        const float* xt = a.x + int64_t(tok) * a.xstride;
+        float ss = 0.f;
+        for (int c = lane; c < a.K; c += 32) ss += xt[c] * xt[c];
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+        if (lane == 0) inv[tok] = 1.0f / sqrtf(ss / static_cast<float>(a.K) + a.eps);
+    }
+}
 
 template <class ST> struct SBT;
 template <> struct SBT<__nv_bfloat16> {
@@ -162,14 +207,16 @@ __device__ __forceinline__ void split2(float a, float b, uint32_t& hi, uint32_t&
 // One thread per (token, 32-bit word of the row): the word's 4 nibble pairs feed steps 2w and 2w+1 of lane t.
 // Tokens n .. NT−1 and columns ≥ K are staged as zeros.
 template <int BITS, int GS, int G>
-__device__ __forceinline__ void stage_x(const float* __restrict__ x, int K, int n, int x_aligned, int ku0, int nku_c,
-                                        uint8_t* xs, float* xsum) {
+__device__ __forceinline__ void stage_x(const QArgs& a, const float* inv, int ku0, int nku_c, uint8_t* xs,
+                                        float* xsum) {
+    const int K = a.K, n = a.n;
     using C = QC<BITS, GS, G>;
     constexpr int CPW = BITS == 4 ? 8 : 4;  // columns per word
     const int words = nku_c * C::KU / 4;     // a multiple of 32: every warp is wholly inside or outside
     const int byte0 = ku0 * C::KU;
     for (int tok = 0; tok < C::NT; ++tok) {
-        const float* xt = x + int64_t(tok) * K;
+        const float* xt = a.x + int64_t(tok) * a.xstride;
+        const float inv_t = a.pre == PRE_RMSNORM && tok < n ? inv[tok] : 1.f;
         for (int wi = int(threadIdx.x); wi < words; wi += kThreads) {  // warp-uniform condition (shuffles below)
             const unsigned bl = 4u * unsigned(wi);  // chunk-local byte of the word
             const int col0 = BITS == 4 ? 2 * (byte0 + int(bl)) : byte0 + int(bl);
@@ -181,16 +228,7 @@ __device__ __forceinline__ void stage_x(const float* __restrict__ x, int K, int 
             float sum = 0.f;
             if (tok < n && col0 < K) {
                 float v[8];
-                if (x_aligned) {
-#pragma unroll
-                    for (int i = 0; i < CPW; i += 4) {
-                        const float4 q = __ldg(reinterpret_cast<const float4*>(xt + col0 + i));
-                        v[i] = q.x, v[i + 1] = q.y, v[i + 2] = q.z, v[i + 3] = q.w;
-                    }
-                } else {
-#pragma unroll
-                    for (int i = 0; i < CPW; ++i) v[i] = __ldg(xt + col0 + i);
-                }
+                load_x<CPW>(a, xt, col0, inv_t, v);
 #pragma unroll
                 for (int h = 0; h < 2; ++h) {
                     uint32_t b0h, b0l, b1h, b1l;
@@ -225,7 +263,7 @@ __device__ __forceinline__ void stage_x(const float* __restrict__ x, int K, int 
 // store y (last chunk) or keep the running sum in ypart.
 __device__ __forceinline__ void reduce_round(const float* red, float* ypart, float* y, int64_t rows, int64_t tile0,
                                              int64_t tb1, int lt0, int TPR, int S, int n, bool first_chunk,
-                                             bool last_chunk) {
+                                             bool last_chunk, bool accum) {
     for (int e = int(threadIdx.x); e < TPR * 16 * n; e += kThreads) {
         const int tl2 = e / (16 * n), rem = e % (16 * n), row16 = rem / n, tok = rem % n;
         const int64_t tile = tile0 + tl2, row = tile * 16 + row16;
@@ -234,7 +272,7 @@ __device__ __forceinline__ void reduce_round(const float* red, float* ypart, flo
         for (int q = 0; q < S; ++q) s += red[(tl2 * S + q) * 128 + row16 * 8 + tok];
         float* yp = ypart + ((lt0 + tl2) * 16 + row16) * 8 + tok;
         if (!first_chunk) s = *yp + s;
-        if (last_chunk) y[tok * rows + row] = s;
+        if (last_chunk) y[tok * rows + row] = accum ? y[tok * rows + row] + s : s;
         else *yp = s;
     }
 }
@@ -414,7 +452,10 @@ __global__ void __launch_bounds__(kThreads, 1) gemv_q_kernel(const QArgs a) {
                 for (int i = 0; i < 4; ++i) {
                     const int64_t row = tile * 16 + g + 8 * (i >> 1);
                     const int tok = tok0 + (i & 1);
-                    if (row < rows && tok < n) a.y[tok * rows + row] = acc[i];
+                    if (row < rows && tok < n) {
+                        float* yp = a.y + tok * rows + row;
+                        *yp = a.accum ? *yp + acc[i] : acc[i];
+                    }
                 }
             }
         } else {
@@ -425,7 +466,7 @@ __global__ void __launch_bounds__(kThreads, 1) gemv_q_kernel(const QArgs a) {
             }
             __syncthreads();
             reduce_round(red + par * kWarps * 128, ypart, a.y, rows, tile0, tb1, r * TPR, TPR, a.S, n, c == 0,
-                         c == a.nc - 1);
+                         c == a.nc - 1, a.accum != 0);
             par ^= 1;
         }
 #pragma unroll
@@ -444,9 +485,14 @@ __global__ void __launch_bounds__(kThreads, 1) gemv_q_kernel(const QArgs a) {
         lnext();
     }
     asm volatile("griddepcontrol.wait;\n" ::: "memory");
+    __shared__ float inv[8];  // RMSNorm factors per token (PRE_RMSNORM)
+    if (a.pre == PRE_RMSNORM) {
+        rms_factors(a, inv);
+        __syncthreads();
+    }
     for (int i = int(threadIdx.x); i < C::ZERO / 16; i += kThreads)
         reinterpret_cast<uint4*>(smem + zero_off)[i] = make_uint4(0u, 0u, 0u, 0u);
-    stage_x<BITS, GS, G>(a.x, a.K, n, a.x_aligned, 0, min(cs, a.nku), xs, xsum);
+    stage_x<BITS, GS, G>(a, inv, 0, min(cs, a.nku), xs, xsum);
     __syncthreads();
 
     int cv = 0, cq = 0, cr = 0, cc = 0;  // compute cursor
@@ -469,7 +515,7 @@ __global__ void __launch_bounds__(kThreads, 1) gemv_q_kernel(const QArgs a) {
                             cr = 0;
                             if (++cc < a.nc) {  // next chunk of x (every thread is past its last read: barrier in finish)
                                 const int k0 = cc * cs;
-                                stage_x<BITS, GS, G>(a.x, a.K, n, a.x_aligned, k0, min(cs, a.nku - k0), xs, xsum);
+                                stage_x<BITS, GS, G>(a, inv, k0, min(cs, a.nku - k0), xs, xsum);
                                 __syncthreads();
                             }
                         }
@@ -595,7 +641,7 @@ bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) ==
 }  // namespace
 
 bool gemv_affine_q(const Weight& W, const float* x, int n, float* y, cudaStream_t stream, const GemvTuning& tune,
-                   char* describe, size_t describe_bytes) {
+                   char* describe, size_t describe_bytes, const LinearFusion* fusion) {
     if (W.format != WeightFormat::AFFINE || (W.bits != 4 && W.bits != 8) || !aligned16(W.data)) return false;
     if (W.group_size != 32 && W.group_size != 64 && W.group_size != 128) return false;
     if (W.sb_dtype != DType::BF16 && W.sb_dtype != DType::F16 && W.sb_dtype != DType::F32) return false;
@@ -610,7 +656,12 @@ bool gemv_affine_q(const Weight& W, const float* x, int n, float* y, cudaStream_
     P.pdl = tune.q_pdl ? tune.q_pdl > 0 : pdl_env;
     P.a.w = static_cast<const uint8_t*>(W.data), P.a.scales = W.scales, P.a.biases = W.biases;
     P.a.x = x, P.a.y = y;
-    P.a.x_aligned = aligned16(x) ? 1 : 0;
+    const LinearFusion f = fusion ? *fusion : LinearFusion{};
+    P.a.pre = f.norm_w ? PRE_RMSNORM : f.swiglu ? PRE_SWIGLU : PRE_NONE;
+    P.a.xstride = f.swiglu ? 2 * P.a.K : P.a.K;
+    P.a.accum = f.accumulate ? 1 : 0;
+    P.a.norm_w = f.norm_w, P.a.eps = f.eps;
+    P.a.x_aligned = aligned16(x) && (!f.norm_w || aligned16(f.norm_w)) ? 1 : 0;
     if (describe)
         std::snprintf(describe, describe_bytes, "q%d g%d G%d S%d ch%d grid%d smem%zuK%s", W.bits, W.group_size, P.G,
                       P.a.S, P.a.nc, P.a.grid, (P.smem + 1023) / 1024, P.pdl ? " pdl" : "");
