@@ -5,7 +5,7 @@
 #   /opt/venv/bin/python scripts/gguf_vocab_dump.py MODEL.gguf OUT.json
 #
 # Keys read: tokenizer.ggml.{model, pre, tokens, token_type, merges, bos_token_id, eos_token_id, eot_token_id,
-# eom_token_id, padding_token_id, unknown_token_id, add_bos_token, add_eos_token}. Absent ids are -1, absent flags
+# eom_token_id, padding_token_id, unknown_token_id, add_bos_token, add_eos_token, scores, add_space_prefix}. Absent ids are -1, absent flags
 # null, an absent token_type list is written as [] (the C++ side then treats every token as normal). GGUF has no
 # key for GgufVocab::extra_eos, so it is written as [].
 import argparse
@@ -38,6 +38,11 @@ def dump(path):
         v = field(r, name)
         out[key] = None if v is None else bool(v)  # null: absent (llama.cpp then uses its per-pre default)
     out["extra_eos"] = []
+    scores = field(r, "scores")  # SentencePiece ("llama") vocabularies
+    if scores is not None:
+        out["scores"] = [float(x) for x in scores]
+    v = field(r, "add_space_prefix")
+    out["add_space_prefix"] = None if v is None else bool(v)
     return out
 
 

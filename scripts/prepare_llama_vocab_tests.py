@@ -3,7 +3,7 @@
 # NAME.gguf.inp texts and NAME.gguf.out ids from HF tokenizers; shipped in the llama-cpp-python sdist under
 # vendor/llama.cpp/models) into what src/tokenizer/gguf_llama_cpp_test.cpp reads when EMBER_LLAMA_VOCAB_DIR is set:
 # OUT/NAME.json (scripts/gguf_vocab_dump.py format) + OUT/NAME.inp + OUT/NAME.out, for the byte-level BPE
-# ("gpt2") vocabularies only.
+# ("gpt2") and SentencePiece ("llama") vocabularies.
 #
 #   /opt/venv/bin/pip download llama-cpp-python --no-deps --no-binary :all: -d /tmp/lcp
 #   tar xzf /tmp/lcp/*.tar.gz -C /tmp/lcp
@@ -34,7 +34,7 @@ def main():
         if not (os.path.exists(path + ".inp") and os.path.exists(path + ".out")):
             continue
         v = dump(path)
-        if v["model"] != "gpt2":
+        if v["model"] not in ("gpt2", "llama"):
             print(f"skip {name}: tokenizer.ggml.model {v['model']}")
             continue
         with open(os.path.join(a.out, name + ".json"), "w", encoding="utf-8") as f:

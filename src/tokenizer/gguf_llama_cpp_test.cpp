@@ -52,6 +52,9 @@ GgufVocab vocab_from_json(const nlohmann::json& j) {
     if (j.contains("add_bos") && !j["add_bos"].is_null()) v.add_bos = j["add_bos"].get<bool>();
     if (j.contains("add_eos") && !j["add_eos"].is_null()) v.add_eos = j["add_eos"].get<bool>();
     v.extra_eos = j.value("extra_eos", std::vector<int32_t>{});
+    v.scores = j.value("scores", std::vector<float>{});
+    if (j.contains("add_space_prefix") && !j["add_space_prefix"].is_null())
+        v.add_space_prefix = j["add_space_prefix"].get<bool>();
     return v;
 }
 
@@ -165,6 +168,56 @@ TEST(GgufLlamaCpp, PresetsMatchLlamaCpp) {
         ++n_vocabs;
     }
     EXPECT_EQ(n_vocabs, 2);
+}
+
+// A SentencePiece ("llama") vocabulary trained by scripts/make_spm_fixtures.py (BPE, byte fallback, user-defined
+// symbols, 700 pieces: many characters fall back to bytes) with add_space_prefix true and false: ids with and
+// without parse_special and with BOS, token_to_piece decodes, the stream decoder — all against llama.cpp.
+TEST(GgufLlamaCpp, SentencePieceMatchesLlamaCpp) {
+    auto vj = read_json(kFixtures + "gguf_tokenizer/spm_vocab.json");
+    auto want = read_json(kFixtures + "gguf_tokenizer/spm_tokens.json");
+    ASSERT_FALSE(vj.is_null() || want.is_null());
+    GgufVocab v = vocab_from_json(vj);
+    ASSERT_EQ(v.model, "llama");
+    ASSERT_EQ(v.scores.size(), v.tokens.size());
+    const auto texts = want["texts"].get<std::vector<std::string>>();
+    int variants = 0;
+    for (const auto& [name, cases] : want["variants"].items()) {
+        v.add_space_prefix = name == "space_prefix";
+        auto loaded = Tokenizer::from_gguf_vocab(v);
+        ASSERT_TRUE(loaded.is_ok()) << loaded.message();
+        const Tokenizer& tok = loaded.value();
+        EXPECT_TRUE(tok.add_bos());
+        ASSERT_EQ(cases.size(), texts.size());
+        int equal = 0;
+        for (size_t i = 0; i < texts.size(); ++i) {
+            const auto& c = cases[i];
+            const std::string& text = texts[i];
+            auto ids = c["ids"].get<std::vector<int32_t>>(), plain = c["ids_plain"].get<std::vector<int32_t>>();
+            auto bos = c["ids_bos"].get<std::vector<int32_t>>();
+            auto got = tok.encode(text, false, true), got_plain = tok.encode(text, false, false);
+            auto got_bos = tok.encode(text, true, true);
+            EXPECT_EQ(got, ids) << name << " #" << i << " " << nlohmann::json(text).dump() << "\n got  " << show(got)
+                                << "\n want " << show(ids);
+            EXPECT_EQ(got_plain, plain) << name << " (no parse_special) #" << i;
+            EXPECT_EQ(got_bos, bos) << name << " (add_special) #" << i;
+            equal += (got == ids) + (got_plain == plain) + (got_bos == bos);
+            const std::string dec = c["decoded"].get<std::string>();
+            const std::string dec_skip = c["decoded_skip_special"].get<std::string>();
+            EXPECT_EQ(tok.decode(ids), dec) << name << " #" << i;
+            EXPECT_EQ(tok.decode(ids, true), dec_skip) << name << " #" << i;
+            EXPECT_EQ(stream(tok, ids, false), dec);
+        }
+        std::printf("[spm %s] %d / %zu tokenizations identical to llama.cpp (llama-cpp-python %s)\n", name.c_str(),
+                    equal, 3 * texts.size(), want["llama_cpp_python_version"].get<std::string>().c_str());
+        ++variants;
+    }
+    EXPECT_EQ(variants, 2);
+    // Scores of the wrong length are an error naming the key.
+    v.scores.pop_back();
+    auto bad = Tokenizer::from_gguf_vocab(v);
+    ASSERT_FALSE(bad.is_ok());
+    EXPECT_NE(bad.message().find("tokenizer.ggml.scores"), std::string::npos) << bad.message();
 }
 
 // llama.cpp's own tokenizer tests (models/ggml-vocab-NAME.gguf{,.inp,.out}; the .out ids come from HF tokenizers),

@@ -32,6 +32,10 @@ Expected<Tokenizer> tokenizer_from_gguf(const GgufFile& f) {
         EMBER_ASSIGN(auto merges, f.get_string_array("tokenizer.ggml.merges"));
         v.merges.assign(merges.begin(), merges.end());
     }
+    if (f.find("tokenizer.ggml.scores")) { EMBER_ASSIGN(v.scores, f.get_float_array("tokenizer.ggml.scores")); }
+    if (f.find("tokenizer.ggml.add_space_prefix")) {
+        EMBER_ASSIGN(v.add_space_prefix, f.get_bool("tokenizer.ggml.add_space_prefix"));
+    }
     EMBER_ASSIGN(v.bos_id, opt_id(f, "tokenizer.ggml.bos_token_id"));
     EMBER_ASSIGN(v.eos_id, opt_id(f, "tokenizer.ggml.eos_token_id"));
     EMBER_ASSIGN(v.eot_id, opt_id(f, "tokenizer.ggml.eot_token_id"));

@@ -8,6 +8,7 @@
 
 #include "tokenizer/byte_level.h"
 #include "tokenizer/gguf_pre.h"
+#include "tokenizer/spm.h"
 #include "tokenizer/tokenizer_impl.h"
 
 namespace ember {
@@ -32,11 +33,17 @@ void add_unique(std::vector<int32_t>& v, int32_t id) {
 }
 
 Status build(const GgufVocab& v, Tokenizer::Impl& m) {
-    EMBER_REQUIRE(v.model == "gpt2",
-                  "tokenizer.ggml.model '%s' is not supported yet (supported: \"gpt2\", byte-level BPE)%s",
-                  v.model.c_str(), v.model == "llama" ? "; SentencePiece vocabularies are not implemented" : "");
-    EMBER_ASSIGN(GgufPrePreset preset, gguf_pre_preset(v.pre));
-    EMBER_ASSIGN(m.pre_tokenizer, gguf_pre_tokenizer(preset));
+    const bool spm = v.model == "llama";
+    EMBER_REQUIRE(v.model == "gpt2" || spm,
+                  "tokenizer.ggml.model '%s' is not supported (supported: \"gpt2\" byte-level BPE, \"llama\" "
+                  "SentencePiece)",
+                  v.model.c_str());
+    GgufPrePreset preset;  // SentencePiece: no pre-tokenizer, BOS added by default (llama.cpp)
+    preset.add_bos = true;
+    if (!spm) {
+        EMBER_ASSIGN(preset, gguf_pre_preset(v.pre));
+        EMBER_ASSIGN(m.pre_tokenizer, gguf_pre_tokenizer(preset));
+    }
     const size_t n = v.tokens.size();
     EMBER_REQUIRE(n > 0, "tokenizer.ggml.tokens is empty");
     EMBER_REQUIRE(n < static_cast<size_t>(INT32_MAX), "tokenizer.ggml.tokens has too many entries (%zu)", n);
@@ -53,7 +60,7 @@ Status build(const GgufVocab& v, Tokenizer::Impl& m) {
         std::string text = v.tokens[i].empty() ? "[EMPTY_" + std::to_string(i) + "]" : v.tokens[i];
         const int32_t type = v.token_types.empty() ? GGUF_TOKEN_NORMAL : v.token_types[i];
         switch (type) {
-            case GGUF_TOKEN_NORMAL: m.bytes[i] = byte_level::decode(text); break;
+            case GGUF_TOKEN_NORMAL: m.bytes[i] = spm ? spm_unescape_spaces(text) : byte_level::decode(text); break;
             case GGUF_TOKEN_UNKNOWN:
             case GGUF_TOKEN_CONTROL:  // matched only with parse_special; skipped by decode(skip_special)
                 m.bytes[i] = text;
@@ -61,7 +68,7 @@ Status build(const GgufVocab& v, Tokenizer::Impl& m) {
                 m.gguf_special.add(id, text, /*control=*/true);
                 break;
             case GGUF_TOKEN_USER_DEFINED:  // stored pre-normalized by the converter: matched and decoded as is
-                m.bytes[i] = text;
+                m.bytes[i] = spm ? spm_unescape_spaces(text) : text;
                 m.gguf_special.add(id, text, /*control=*/false);
                 break;
             case GGUF_TOKEN_BYTE: {
@@ -79,6 +86,18 @@ Status build(const GgufVocab& v, Tokenizer::Impl& m) {
                       it->second, i);
     }
     m.gguf_special.finalize();
+    if (spm) {
+        EMBER_REQUIRE(v.scores.empty() || v.scores.size() == n, "tokenizer.ggml.scores has %zu entries for %zu tokens",
+                      v.scores.size(), n);
+        std::vector<int32_t> byte_ids(256, -1);
+        for (size_t i = 0; i < n; ++i)
+            if (!v.token_types.empty() && v.token_types[i] == GGUF_TOKEN_BYTE)
+                byte_ids[static_cast<unsigned char>(m.bytes[i][0])] = static_cast<int32_t>(i);
+        EMBER_REQUIRE(v.unk_id >= -1 && v.unk_id < static_cast<int32_t>(n),
+                      "tokenizer.ggml.unknown_token_id %d is out of range (%zu tokens)", v.unk_id, n);
+        m.spm = std::make_unique<Spm>(vocab, v.scores, std::move(byte_ids), v.unk_id);
+        m.add_space_prefix = v.add_space_prefix.value_or(true);
+    }
     {
         auto bpe = Bpe::from_vocab(std::move(vocab), v.merges, preset.ignore_merges);
         if (!bpe) return bpe.status().with_context("tokenizer.ggml.merges");

@@ -3,11 +3,14 @@
 // eos_token_id, eot_token_id, eom_token_id, padding_token_id, unknown_token_id, add_bos_token, add_eos_token};
 // Tokenizer::from_gguf_vocab (tokenizer.h) builds the tokenizer from it with llama.cpp's semantics
 // (llama-vocab.cpp, BPE vocabularies):
-//   - only tokenizer.ggml.model "gpt2" (byte-level BPE) is supported; "llama" (SentencePiece) etc. are errors;
-//   - `pre` picks the pre-tokenizer regexes (gguf_pre.h lists the supported names; "" means "default");
+//   - tokenizer.ggml.model "gpt2" (byte-level BPE) and "llama" (SentencePiece BPE with scores and byte fallback,
+//     spm.h: spaces escaped to U+2581, a space prefix on text fragments at the start or after a special token
+//     when add_space_prefix, BOS added by default); other models are errors;
+//   - gpt2: `pre` picks the pre-tokenizer regexes (gguf_pre.h lists the supported names; "" means "default");
 //   - control (3) and unknown (2) tokens are matched in the text only when encoding with parse_special,
 //     user-defined (4) tokens always, longest first (special_split.h); no Unicode normalization is applied;
-//   - decoding: normal tokens are byte-level decoded, control/unknown/user-defined tokens stand for their own
+//   - decoding: normal tokens are byte-level decoded (llama: U+2581 back to spaces, also in user-defined
+//     tokens; no space is stripped from the first token), control/unknown/user-defined tokens stand for their own
 //     text (control/unknown are skipped with skip_special), unused (5) and undefined (0) tokens for nothing,
 //     byte (6) tokens "<0xHH>" for that byte.
 #pragma once
@@ -34,7 +37,9 @@ struct GgufVocab {
     std::string pre;                   // tokenizer.ggml.pre: "smollm", "llama-bpe", "qwen2", "qwen35", ...
     std::vector<std::string> tokens;   // id -> token text (byte-level spelling for normal tokens)
     std::vector<int32_t> token_types;  // GgufTokenType per token; empty = all normal
-    std::vector<std::string> merges;   // "a b", rank = position
+    std::vector<std::string> merges;   // "a b", rank = position (gpt2)
+    std::vector<float> scores;         // tokenizer.ggml.scores (llama: merge priority); empty = all 0
+    std::optional<bool> add_space_prefix;  // tokenizer.ggml.add_space_prefix (llama); unset = true
     // Absent keys are -1. bos/eos/eot/eom/unk outside [0, n_tokens) are errors; an out-of-range pad id is
     // dropped (llama.cpp warns and ignores it too).
     int32_t bos_id = -1, eos_id = -1, eot_id = -1, eom_id = -1, pad_id = -1, unk_id = -1;

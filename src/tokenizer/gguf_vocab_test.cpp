@@ -176,8 +176,10 @@ void expect_error(F edit, std::initializer_list<const char*> needles) {
 }
 
 TEST(GgufVocab, Errors) {
-    expect_error([](GgufVocab& v) { v.model = "llama"; }, {"'llama' is not supported yet", "SentencePiece"});
-    expect_error([](GgufVocab& v) { v.model = "bert"; }, {"'bert' is not supported yet", "gpt2"});
+    expect_error([](GgufVocab& v) { v.model = "bert"; }, {"'bert' is not supported", "gpt2", "SentencePiece"});
+    expect_error([](GgufVocab& v) { v.model = "llama", v.scores.assign(3, 0.f); },
+                 {"tokenizer.ggml.scores has 3 entries for 269 tokens"});
+    expect_error([](GgufVocab& v) { v.model = "llama", v.unk_id = 999; }, {"unknown_token_id 999 is out of range"});
     expect_error([](GgufVocab& v) { v.pre = "chatglm-bpe"; },
                  {"unsupported tokenizer.ggml.pre 'chatglm-bpe'", "smollm", "qwen35", "llama-bpe"});
     expect_error([](GgufVocab& v) { v.tokens.clear(), v.token_types.clear(); }, {"tokens is empty"});

@@ -141,6 +141,23 @@ std::vector<int32_t> Tokenizer::encode(std::string_view input, bool add_special,
     std::vector<int32_t> ids;
     std::vector<std::string> words;
     if (add_special && m.add_bos) ids.push_back(m.bos_id);
+    if (m.from_gguf && m.spm) {  // llama.cpp SPM: partition, then per text fragment [" " +] escape + merges
+        bool prev_special = true;
+        for (const Segment& seg : m.gguf_special.split(input, parse_special)) {
+            if (seg.id >= 0) {
+                ids.push_back(seg.id);
+                prev_special = true;
+                continue;
+            }
+            if (seg.end == seg.begin) continue;
+            std::string text = m.add_space_prefix && prev_special ? " " : "";
+            text += input.substr(seg.begin, seg.end - seg.begin);
+            m.spm->encode(spm_escape_spaces(text), ids);
+            prev_special = false;
+        }
+        if (add_special && m.add_eos) ids.push_back(m.eos_id);
+        return ids;
+    }
     if (m.from_gguf) {  // llama.cpp: special-token partition, then regex pre-tokenizer and BPE per text fragment
         for (const Segment& seg : m.gguf_special.split(input, parse_special)) {
             if (seg.id >= 0) {

@@ -1,5 +1,5 @@
-// tokenizer.h: byte-level BPE tokenizer (from HF tokenizer.json or GGUF metadata), streaming detokenizer and the
-// ChatML prompt.
+// tokenizer.h: byte-level BPE (tokenizer.json or GGUF "gpt2") and SentencePiece BPE (GGUF "llama") tokenizers,
+// streaming detokenizer and the ChatML prompt.
 // tokenizer.json: encode() reproduces HF tokenizers' encode(text, add_special_tokens=False).ids:
 //   added tokens (raw text) -> normalizer (NFC) -> added tokens marked normalized -> pre_tokenizer -> BPE.
 //   Verified against HF goldens in tests/fixtures/tokenizer (scripts/make_tokenizer_fixtures.py).

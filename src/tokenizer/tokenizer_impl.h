@@ -12,6 +12,7 @@
 #include "tokenizer/normalize.h"
 #include "tokenizer/pretokenize.h"
 #include "tokenizer/special_split.h"
+#include "tokenizer/spm.h"
 #include "tokenizer/tokenizer.h"
 
 namespace ember {
@@ -23,7 +24,9 @@ inline constexpr const char* kEosTokenNames[] = {"<|im_end|>", "<|endoftext|>", 
 struct Tokenizer::Impl {
     Normalizer normalizer;  // identity for GGUF (llama.cpp does not normalize BPE input)
     PreTokenizer pre_tokenizer;
-    std::unique_ptr<Bpe> bpe;
+    std::unique_ptr<Bpe> bpe;  // GGUF "llama" vocabularies: only its vocab() (token_id lookups)
+    std::unique_ptr<Spm> spm;  // GGUF "llama" (SentencePiece) vocabularies
+    bool add_space_prefix = false;  // spm: " " before a text fragment at the start or after a special token
     // tokenizer.json: HF AddedVocabulary matching (leftmost-longest).
     AddedTokenMatcher raw_added;   // normalized=false tokens, matched in the raw text
     AddedTokenMatcher norm_added;  // normalized=true tokens, matched in the normalized text
