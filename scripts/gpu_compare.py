@@ -87,6 +87,8 @@ for case, gguf, oracle in [("llama_gqa_untied", "model-f32.gguf", "ref_logits.bi
                            ("qwen3_qknorm", "model-q8_0.gguf", "dequant_logits_q8_0.bin"),
                            ("qwen2_bias", "model-f32.gguf", "ref_logits.bin"),
                            ("qwen2_bias", "model-q8_0.gguf", "dequant_logits_q8_0.bin"),
+                           ("llama_rope_linear", "model-f32.gguf", "ref_logits.bin"),
+                           ("qwen2_yarn", "model-f32.gguf", "ref_logits.bin"),
                            ("llama_kquant", "model-q4_0.gguf", "dequant_logits_q4_0.bin"),
                            ("llama_kquant", "model-q4_k_m.gguf", "dequant_logits_q4_k_m.bin"),
                            ("qwen35_flat_gqa3_dkdv", "model-q8_0.gguf", "llama_f32dequant_logits_q8_0.bin"),

@@ -23,7 +23,8 @@ For every case, tests/fixtures/gguf_models/<case>/ gets
   meta.json            dims, files (type, size, sha256, tensor types), agreement numbers (max/mean rel. L2 per
                        position, top-1) between all of the above and llama.cpp on each file.
 
-Cases: llama_gqa_untied, llama_mqa_tied, qwen3_qknorm, qwen2_bias (F32 + Q8_0); llama_kquant (Q4_K_M + Q4_0, hidden 256 so
+Cases: llama_gqa_untied, llama_mqa_tied, qwen3_qknorm, qwen2_bias (F32 + Q8_0); llama_rope_linear, qwen2_yarn (F32,
+RoPE linear / YaRN scaling); llama_kquant (Q4_K_M + Q4_0, hidden 256 so
 K-quants apply); qwen35_flat_untied_gqa3_bf16 / qwen35_mm_tied_bf16 / qwen35_mm_tied_q8_0 (from
 tests/fixtures/qwen35/*); qwen35_flat_gqa3_dkdv (BF16 + Q8_0, made here: flat, untied, nv = 3 nk, dk == dv).
 The tiny tokenizers are byte-level BPEs trained here (HF tokenizers) with the pre-tokenizer regex of the
@@ -96,6 +97,13 @@ CASES: dict[str, dict] = {
     "qwen2_bias": dict(arch="qwen2", hidden=128, heads=4, kv=2, head_dim=32, inter=256, layers=2, vocab=352,
                        tied=True, rope_theta=1000000.0, eps=1e-6, pre="qwen2", add_bos=False,
                        outtypes=["f32", "q8_0"], seed=15),
+    # RoPE context scaling (llama.cpp's converter writes rope.scaling.{type, factor, original_context_length}).
+    "llama_rope_linear": dict(arch="llama", hidden=64, heads=2, kv=1, head_dim=32, inter=128, layers=2, vocab=320,
+                              tied=True, rope_theta=10000.0, eps=1e-5, pre="llama-bpe", add_bos=True,
+                              outtypes=["f32"], seed=18, rope={"rope_type": "linear", "factor": 4.0}),
+    "qwen2_yarn": dict(arch="qwen2", hidden=64, heads=2, kv=1, head_dim=32, inter=128, layers=2, vocab=320,
+                       tied=True, rope_theta=10000.0, eps=1e-6, pre="qwen2", add_bos=False, outtypes=["f32"],
+                       seed=19, rope={"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 16}),
     # K-quants need rows that are multiples of 256: hidden 256, ffn 256. F32 source is not committed.
     "llama_kquant": dict(arch="llama", hidden=256, heads=4, kv=2, head_dim=64, inter=256, layers=2, vocab=384,
                          tied=False, rope_theta=10000.0, eps=1e-5, pre="llama-bpe", add_bos=True,
@@ -200,7 +208,7 @@ def make_hf_model(case: dict):
                   num_hidden_layers=case["layers"], num_attention_heads=case["heads"],
                   num_key_value_heads=case["kv"], head_dim=case["head_dim"], rms_norm_eps=case["eps"],
                   max_position_embeddings=4096, tie_word_embeddings=case["tied"], hidden_act="silu",
-                  rope_parameters={"rope_type": "default", "rope_theta": case["rope_theta"]},
+                  rope_parameters=dict(case.get("rope", {"rope_type": "default"}), rope_theta=case["rope_theta"]),
                   bos_token_id=0, eos_token_id=1, attn_implementation="eager")
     if case["arch"] == "llama":
         cfg, cls = LlamaConfig(attention_bias=False, mlp_bias=False, **common), LlamaForCausalLM

@@ -35,7 +35,7 @@ void attention_layer(const AttentionWeights& w, const StdAttentionShape& s, KVCa
     rope(k.data(), n, G, d, s.rot_dim, pos0, s.rope_theta, s.rope_style, ff);
     cache.append(k.data(), v.data(), pos0, n);
     attention_causal(q.data(), n, H, G, d, cache.k.data(), cache.v.data(), cache.capacity, pos0,
-                     1.0f / std::sqrt(static_cast<float>(d)), o.data());
+                     s.score_mul / std::sqrt(static_cast<float>(d)), o.data());
     linear(w.o_proj, o.data(), n, out);
 }
 

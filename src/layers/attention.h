@@ -25,6 +25,7 @@ struct StdAttentionShape {
     float rope_theta = 10000.f, eps = 1e-6f;
     RopeStyle rope_style = RopeStyle::NEOX;
     std::vector<float> freq_factors;    // empty or [rot_dim / 2]
+    float score_mul = 1.f;              // scores are q·k·d^-½·score_mul (YaRN: mscale², ops/rope/rope_scaling.h)
 };
 
 // x [n, hidden] (normed layer input) for positions pos0 .. pos0+n−1 → out [n, hidden]; appends to the cache.

@@ -40,8 +40,25 @@ Expected<LlamaConfig> read_config(const GgufFile& f) {
     EMBER_ASSIGN(c.rot_dim, f.get_int_or(a + "rope.dimension_count", c.head_dim));
     EMBER_REQUIRE(c.head_dim > 0 && c.rot_dim > 0 && c.rot_dim % 2 == 0 && c.rot_dim <= c.head_dim,
                   "%s: rope.dimension_count %lld with head dim %lld", p, (long long)c.rot_dim, (long long)c.head_dim);
-    EMBER_ASSIGN(std::string scaling, f.get_string_or(a + "rope.scaling.type", "none"));
-    EMBER_REQUIRE(scaling == "none", "%s: rope scaling type '%s' is not supported yet", p, scaling.c_str());
+    // RoPE scaling (llama.cpp: type default "linear" with factor 0, i.e. none; the old key rope.scale_linear).
+    RopeScaling& rs = c.rope_scaling;
+    EMBER_ASSIGN(rs.type, f.get_string_or(a + "rope.scaling.type", "none"));
+    EMBER_ASSIGN(double factor, f.get_float_or(a + "rope.scaling.factor", 0.0));
+    if (factor == 0.0) { EMBER_ASSIGN(factor, f.get_float_or(a + "rope.scale_linear", 0.0)); }
+    if (rs.type == "linear" && (factor == 0.0 || factor == 1.0)) rs.type = "none";
+    rs.factor = static_cast<float>(factor == 0.0 ? 1.0 : factor);
+    if (rs.type == "yarn") {
+        EMBER_ASSIGN(rs.orig_ctx, f.get_int_or(a + "rope.scaling.original_context_length", c.context));
+        EMBER_ASSIGN(double ext, f.get_float_or(a + "rope.scaling.yarn_ext_factor", 1.0));
+        EMBER_ASSIGN(double bf, f.get_float_or(a + "rope.scaling.yarn_beta_fast", 32.0));
+        EMBER_ASSIGN(double bs, f.get_float_or(a + "rope.scaling.yarn_beta_slow", 1.0));
+        EMBER_ASSIGN(double log_mul, f.get_float_or(a + "rope.scaling.yarn_log_multiplier", 0.0));
+        EMBER_REQUIRE(log_mul == 0.0, "%s: yarn rope scaling with yarn_log_multiplier %g (DeepSeek-style mscale) is not "
+                      "supported", p, log_mul);
+        rs.ext_factor = static_cast<float>(ext), rs.beta_fast = static_cast<float>(bf), rs.beta_slow = static_cast<float>(bs);
+    }
+    EMBER_ASSIGN(double attn_factor, f.get_float_or(a + "rope.scaling.attn_factor", 1.0));
+    rs.attn_factor = static_cast<float>(attn_factor);
     // llama.cpp's `llama` graphs rotate adjacent pairs (its converter permutes HF's q/k rows); qwen2/3 use NeoX.
     c.rope_style = c.arch == "llama" ? RopeStyle::INTERLEAVED : RopeStyle::NEOX;
     const GgufTensor* emb = f.tensor("token_embd.weight");
@@ -69,6 +86,11 @@ Expected<std::unique_ptr<CausalLM>> Llama::load_gguf(std::shared_ptr<const GgufF
     s.hidden = H; s.n_heads = c.n_heads; s.n_kv = c.n_kv; s.head_dim = d; s.rot_dim = c.rot_dim;
     s.rope_theta = c.rope_theta; s.eps = c.eps; s.rope_style = c.rope_style;
     if (g.has("rope_freqs.weight")) { EMBER_ASSIGN(s.freq_factors, g.vec("rope_freqs.weight", c.rot_dim / 2)); }
+    {
+        auto mul = apply_rope_scaling(c.rope_scaling, c.rot_dim, d, c.rope_theta, s.freq_factors);
+        if (!mul) return errorf("%s: %s", f->path().c_str(), mul.message().c_str());
+        s.score_mul = mul.value();
+    }
     for (int64_t l = 0; l < c.n_layers; ++l) {
         LlamaLayer L;
         EMBER_ASSIGN(L.attn_norm, g.vec(blk(l, "attn_norm.weight"), H));
@@ -119,7 +141,10 @@ Expected<std::unique_ptr<CausalLM>> Llama::load_gguf(std::shared_ptr<const GgufF
                        "mlp: SwiGLU, intermediate %lld; vocab %lld; head %s; rms eps %g\n",
                        (long long)c.n_layers, (long long)c.n_heads, (long long)c.n_kv, (long long)d,
                        c.rope_style == RopeStyle::NEOX ? "neox" : "interleaved", (long long)c.rot_dim, c.rope_theta,
-                       s.freq_factors.empty() ? "" : " (frequency factors)",
+                       c.rope_scaling.type != "none" ? strfmt(" (%s scaling x%g)", c.rope_scaling.type.c_str(),
+                                                              c.rope_scaling.factor).c_str()
+                       : s.freq_factors.empty()      ? ""
+                                                     : " (frequency factors)",
                        m->layers_[0].attn.q_norm.empty() ? "" : ", q/k norm", (long long)c.ffn, (long long)c.vocab,
                        tied ? "tied to the embedding" : "separate", c.eps);
     return std::unique_ptr<CausalLM>(std::move(m));

@@ -13,6 +13,7 @@
 #include "layers/swiglu_mlp.h"
 #include "models/gguf_weights.h"
 #include "models/model.h"
+#include "ops/rope/rope_scaling.h"
 
 namespace ember {
 
@@ -22,6 +23,7 @@ struct LlamaConfig {
             context = 0;
     float eps = 1e-5f, rope_theta = 10000.f;
     RopeStyle rope_style = RopeStyle::NEOX;
+    RopeScaling rope_scaling;  // {arch}.rope.scaling.* (linear, yarn)
 };
 
 struct LlamaLayer {

@@ -210,8 +210,17 @@ TEST(GgufLlama, BrokenOrUnsupportedFilesAreClearErrors) {
     }
     {
         Spec s;
-        s.tweak_meta = [](GgufWriter& w) { w.set_string("llama.rope.scaling.type", "yarn"); };
-        expect_error(s, "rope scaling type 'yarn'");
+        s.tweak_meta = [](GgufWriter& w) { w.set_string("llama.rope.scaling.type", "longrope"); };
+        expect_error(s, "rope scaling type 'longrope' is not supported");
+    }
+    {
+        Spec s;
+        s.tweak_meta = [](GgufWriter& w) {
+            w.set_string("llama.rope.scaling.type", "yarn");
+            w.set_f32("llama.rope.scaling.factor", 4.f);
+            w.set_f32("llama.rope.scaling.yarn_log_multiplier", 0.1f);
+        };
+        expect_error(s, "yarn_log_multiplier");
     }
     {
         Spec s;

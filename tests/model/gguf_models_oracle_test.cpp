@@ -1,5 +1,5 @@
 // Llama-family and Qwen3.5 GGUF files against exact oracles (tests/fixtures/gguf_models/, scripts/make_gguf_model_fixtures.py):
-// tiny random-init Llama (GQA untied, MQA tied), Qwen3 (q/k norm), Qwen2 (q/k/v biases) and a K-quant Llama converted by llama.cpp's
+// tiny random-init Llama (GQA untied, MQA tied, RoPE linear scaling), Qwen3 (q/k norm), Qwen2 (q/k/v biases, YaRN) and a K-quant Llama converted by llama.cpp's
 // convert_hf_to_gguf.py (q/k rows permuted for `llama`) and quantized by llama.cpp. The oracle is transformers
 // in fp32 — on the HF weights for the F32 files (ref_logits.bin), on gguf-py's dequantization of the quantized
 // files (dequant_logits_<type>.bin). ember computes with fp32 activations, so the bar is fp32-level: max rel. L2
@@ -38,6 +38,8 @@ const Case kCases[] = {
     {"qwen3_qknorm", "model-q8_0.gguf", "dequant_logits_q8_0.bin"},
     {"qwen2_bias", "model-f32.gguf", "ref_logits.bin"},  // q/k/v biases
     {"qwen2_bias", "model-q8_0.gguf", "dequant_logits_q8_0.bin"},
+    {"llama_rope_linear", "model-f32.gguf", "ref_logits.bin"},  // rope.scaling linear x4
+    {"qwen2_yarn", "model-f32.gguf", "ref_logits.bin"},         // rope.scaling yarn x4, original context 16
     {"llama_kquant", "model-q4_0.gguf", "dequant_logits_q4_0.bin"},
     {"llama_kquant", "model-q4_k_m.gguf", "dequant_logits_q4_k_m.bin"},
     // Qwen3.5 converted by llama.cpp (value heads tiled, ssm_a = −exp(A_log), norms +1): transformers on the bf16

@@ -404,7 +404,7 @@ void launch(const GatedAttentionDims& d, const float* qg, const float* k, const 
 
     const int R = H / G, n_sub = (R + kRMax - 1) / kRMax;
     const int n_splits = n == 1 ? static_cast<int>(gated_attention_decode_splits(d)) : 1;
-    const float q_scale = (1.0f / std::sqrt(static_cast<float>(D))) * kLog2e;
+    const float q_scale = (d.score_mul / std::sqrt(static_cast<float>(D))) * kLog2e;
     attn_split<D><<<dim3(unsigned(n_splits), unsigned(G * n_sub), unsigned(n)), kThreads, 0, st>>>(
         q_ws, Kc, Vc, gate, pos0_dev, H, G, n_sub, d.capacity, n_splits, q_scale, part_acc, part_ml, out);
     CUDA_CHECK(cudaGetLastError());

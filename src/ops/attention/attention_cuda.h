@@ -51,6 +51,7 @@ struct GatedAttentionDims {
     bool gated = true;              // qg = [n, H, 2, d] (query | gate) and out = σ(gate) ⊙ o; false: qg = q [n, H, d]
     bool rope_interleaved = false;  // RoPE pairs (2j, 2j+1) (GGUF llama) instead of NeoX (j, j + rot/2)
     const float* freq_factors = nullptr;  // HOST array [rot_dim/2] or nullptr: angle / factor (ops/rope/rope.h)
+    float score_mul = 1.f;          // scores q·k·d^-½·score_mul (layers/attention.h)
 };
 
 // Key splits a decode step launches (a pure function of the dims: about 4 blocks per SM of an H200 at long
