@@ -73,10 +73,12 @@ constexpr float kNoGate = __builtin_huge_valf();
 __device__ __forceinline__ float sigmoidf_(float x) { return 1.0f / (1.0f + expf(-x)); }
 
 // ---- 1. prologue --------------------------------------------------------------------------------------------
-// grid (n_heads + n_kv, n), block D: blockIdx.x < H is query head h, else kv head g = blockIdx.x − H.
-// Thread c owns element c of the head vector.
+// grid (n_heads + n_kv, n), block max(D, 32): blockIdx.x < H is query head h, else kv head g = blockIdx.x − H.
+// Thread c < D owns element c of the head vector (head dim 16: threads 16..31 only join the reduction).
 template <int D>
-__global__ void __launch_bounds__(D)
+constexpr int prologue_threads() { return D < 32 ? 32 : D; }
+template <int D>
+__global__ void __launch_bounds__(prologue_threads<D>())
     qk_prologue(const float* __restrict__ qg,      // [n, H, 2, D] (gated) or [n, H, D]
                 const float* __restrict__ k,       // [n, G, D]
                 const float* __restrict__ v,       // [n, G, D]
@@ -93,12 +95,14 @@ __global__ void __launch_bounds__(D)
     const bool is_q = hh < H;
     const int g = hh - H;
     const float* src = is_q ? qg + (int64_t(t) * H + hh) * q_stride : k + (int64_t(t) * G + g) * D;
-    const float x = src[c];
+    const bool live = c < D;
+    const float x = live ? src[c] : 0.f;
     const float* nw = is_q ? q_norm : k_norm;
-    const float ss = block_reduce<D, false>(x * x);
+    const float ss = block_reduce<prologue_threads<D>(), false>(x * x);
     const float inv = 1.0f / sqrtf(ss / static_cast<float>(D) + eps);  // as the CPU rmsnorm
-    row[c] = nw ? x * inv * nw[c] : x;
+    if (live) row[c] = nw ? x * inv * nw[c] : x;
     __syncthreads();
+    if (!live) return;
     float y = row[c];
     if (c < 2 * half) {  // product and difference unfused, as the CPU op
         // NeoX pairs (j, j + half) or interleaved pairs (2j, 2j + 1); `first` = c holds the pair's a element.
@@ -139,11 +143,12 @@ __global__ void __launch_bounds__(kThreads)
                float* __restrict__ part_ml,       // [n_splits, H, 2]   (running max, Σ) decode only
                float* __restrict__ out) {         // [n, H, D]
     pdl_trigger();  // the next GEMV (output projection when there is no combine) may prefetch its weights
-    constexpr int kV4 = D / 32;           // float4 per lane per key row in (a): 8 lanes cover a row
     constexpr int kC4 = D / 4;            // float4 per row
-    constexpr int kKQ = kThreads / kC4;   // key subsets in (c): 4 (D = 256), 8, 16
+    constexpr int kV4 = D < 32 ? 1 : D / 32;  // float4 per lane per key row in (a): 8 lanes cover a row (D = 16:
+                                              // lanes sg ≥ 4 hold nothing)
+    constexpr int kKQ = kThreads / kC4 < kTile ? kThreads / kC4 : kTile;  // key subsets in (c): 4 (D = 256) .. 32
     constexpr int kKPT = kTile / kKQ;     // keys per thread per tile in (c)
-    static_assert(kKQ >= 2 && kTile % kKQ == 0, "head_dim");
+    static_assert(kKQ >= 2 && kTile % kKQ == 0 && D % 16 == 0, "head_dim");
     __shared__ __align__(16) float q_s[kRMax][D];
     __shared__ __align__(16) float p_s[kRMax][kTile];
     __shared__ __align__(16) float4 red_s[kKQ - 1][kC4];
@@ -190,7 +195,8 @@ __global__ void __launch_bounds__(kThreads)
             const float4* kr = reinterpret_cast<const float4*>(Kg + key * D);
             float4 kv[kV4];
 #pragma unroll
-            for (int j = 0; j < kV4; ++j) kv[j] = kvalid ? kr[sg + 8 * j] : make_float4(0.f, 0.f, 0.f, 0.f);
+            for (int j = 0; j < kV4; ++j)
+                kv[j] = kvalid && sg + 8 * j < kC4 ? kr[sg + 8 * j] : make_float4(0.f, 0.f, 0.f, 0.f);
 #pragma unroll
             for (int r = 0; r < kRMax; ++r) {
                 if (r < nr) {
@@ -198,7 +204,7 @@ __global__ void __launch_bounds__(kThreads)
                     float dot = 0.f;
 #pragma unroll
                     for (int j = 0; j < kV4; ++j) {
-                        const float4 q4 = qr[sg + 8 * j];
+                        const float4 q4 = sg + 8 * j < kC4 ? qr[sg + 8 * j] : make_float4(0.f, 0.f, 0.f, 0.f);
                         dot = fmaf(q4.x, kv[j].x, dot);
                         dot = fmaf(q4.y, kv[j].y, dot);
                         dot = fmaf(q4.z, kv[j].z, dot);
@@ -225,8 +231,9 @@ __global__ void __launch_bounds__(kThreads)
             if (lane == 0) alpha_s[warp] = alpha;
         }
         __syncthreads();
-        // (c) acc[r] ← α_r·acc[r] + Σ_j p[r][j]·V[ts + j][4·c4 .. 4·c4 + 3] over this thread's keys j.
-        {
+        // (c) acc[r] ← α_r·acc[r] + Σ_j p[r][j]·V[ts + j][4·c4 .. 4·c4 + 3] over this thread's keys j
+        // (threads kq ≥ kKQ — D = 16 — have no keys).
+        if (kq < kKQ) {
             float4 vv[kKPT];
 #pragma unroll
             for (int i = 0; i < kKPT; ++i) {
@@ -260,7 +267,7 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
     for (int r = 0; r < kRMax; ++r) {
         if (r >= nr) break;  // nr is uniform over the block: the barriers below are reached by all threads
-        if (kq > 0) red_s[kq - 1][c4] = acc[r];
+        if (kq > 0 && kq < kKQ) red_s[kq - 1][c4] = acc[r];
         __syncthreads();
         if (kq == 0) {
             float4 o = acc[r];
@@ -397,7 +404,7 @@ void launch(const GatedAttentionDims& d, const float* qg, const float* k, const 
     float* part_acc = reinterpret_cast<float*>(ws + L.acc_off);
     float* part_ml = reinterpret_cast<float*>(ws + L.ml_off);
 
-    qk_prologue<D><<<dim3(unsigned(H + G), unsigned(n)), D, 0, st>>>(qg, k, v, q_norm, k_norm, Kc, Vc, q_ws, pos0_dev, H,
+    qk_prologue<D><<<dim3(unsigned(H + G), unsigned(n)), prologue_threads<D>(), 0, st>>>(qg, k, v, q_norm, k_norm, Kc, Vc, q_ws, pos0_dev, H,
                                                                     G, d.capacity, int(d.rot_dim / 2),
                                                                     int(d.gated ? 2 * D : D), rf, d.eps);
     CUDA_CHECK(cudaGetLastError());
@@ -432,7 +439,7 @@ size_t gated_attention_workspace_bytes(const GatedAttentionDims& d, int64_t max_
     return layout(d, max_tokens < 1 ? 1 : max_tokens).total;
 }
 
-bool gated_attention_head_dim_supported(int64_t D) { return D == 32 || D == 64 || D == 128 || D == 256; }
+bool gated_attention_head_dim_supported(int64_t D) { return D == 16 || D == 32 || D == 64 || D == 128 || D == 256; }
 
 Status check_kv_capacity(int64_t pos0, int64_t n, int64_t capacity) {
     if (pos0 < 0 || n < 0 || pos0 + n > capacity || pos0 + n > INT32_MAX)
@@ -447,7 +454,7 @@ void gated_attention_core(const GatedAttentionDims& d, const float* qg, const fl
                           cudaStream_t stream) {
     EMBER_CHECK(d.n_kv > 0 && d.n_heads > 0 && d.n_heads % d.n_kv == 0, "n_heads %lld, n_kv %lld",
                 (long long)d.n_heads, (long long)d.n_kv);
-    EMBER_CHECK(gated_attention_head_dim_supported(d.head_dim), "head_dim %lld (32, 64, 128 or 256)",
+    EMBER_CHECK(gated_attention_head_dim_supported(d.head_dim), "head_dim %lld (16, 32, 64, 128 or 256)",
                 (long long)d.head_dim);
     EMBER_CHECK(d.rot_dim > 0 && d.rot_dim % 2 == 0 && d.rot_dim <= d.head_dim && d.rot_dim / 2 <= kMaxHalfRot,
                 "rot_dim %lld", (long long)d.rot_dim);
@@ -460,6 +467,7 @@ void gated_attention_core(const GatedAttentionDims& d, const float* qg, const fl
     EMBER_CHECK(workspace_bytes >= L.total, "attention workspace %zu bytes < %zu", workspace_bytes, L.total);
     char* ws = static_cast<char*>(workspace);
     switch (d.head_dim) {
+        case 16: launch<16>(d, qg, k, v, q_norm, k_norm, K_cache, V_cache, pos0_dev, n, out, ws, L, stream); break;
         case 32: launch<32>(d, qg, k, v, q_norm, k_norm, K_cache, V_cache, pos0_dev, n, out, ws, L, stream); break;
         case 64: launch<64>(d, qg, k, v, q_norm, k_norm, K_cache, V_cache, pos0_dev, n, out, ws, L, stream); break;
         case 128: launch<128>(d, qg, k, v, q_norm, k_norm, K_cache, V_cache, pos0_dev, n, out, ws, L, stream); break;

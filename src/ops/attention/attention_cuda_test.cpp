@@ -106,7 +106,7 @@ std::vector<float> cpu_attention(const GatedAttentionDims& d, const Inputs& in, 
             std::memcpy(&Vh[size_t((g * cap + pos0 + t) * D)], &in.v[size_t((t * G + g) * D)], size_t(D) * 4);
         }
     attention_causal_ref(q.data(), n, H, G, D, Kh.data(), Vh.data(), cap, pos0,
-                         1.0f / std::sqrt(static_cast<float>(D)), o.data());
+                         d.score_mul / std::sqrt(static_cast<float>(D)), o.data());
     if (d.gated) sigmoid_mul_ref(o.data(), gate.data(), n * H * D);
     if (k_new) *k_new = k;
     return o;
@@ -252,7 +252,9 @@ TEST(AttentionCuda, DecodeSmallOddShapes) {
                        {2, 2, 64, 64, 64, {0, 31, 63}},
                        {18, 1, 64, 8, 300, {0, 100, 299}},  // 18 query heads per kv head: 3 head groups
                        {9, 9, 256, 256, 1000, {0, 999}},
-                       {4, 1, 32, 32, 5000, {0, 31, 64, 700, 4999}}};  // head dim 32: several splits
+                       {4, 1, 32, 32, 5000, {0, 31, 64, 700, 4999}},   // head dim 32: several splits
+                       {4, 2, 16, 16, 3000, {0, 15, 64, 700, 2999}},   // head dim 16: lanes without a column
+                       {3, 1, 16, 8, 100, {0, 1, 99}}};
     uint64_t seed = 2000;
     for (const C& c : cases) {
         const GatedAttentionDims d = make_dims(c.H, c.G, c.D, c.rot, c.cap);
@@ -267,15 +269,18 @@ TEST(AttentionCuda, DecodeSmallOddShapes) {
 // without q/k norm (SmolLM2: H 9 / G 3 / d 64; Llama 3: 32 / 8 / 128; Qwen3: q/k norm, NeoX), decode and prefill.
 TEST(AttentionCuda, StandardAttentionVariants) {
     SKIP_WITHOUT_GPU();
-    struct C { int64_t H, G, D; bool interleaved, factors, norm; };
+    struct C { int64_t H, G, D; bool interleaved, factors, norm; float score_mul = 1.f; };
     const C cases[] = {{9, 3, 64, true, false, false}, {32, 8, 128, true, true, false}, {16, 8, 128, false, false, true},
-                       {6, 2, 64, false, true, false}, {4, 1, 32, true, false, false}, {8, 2, 32, false, false, true}};
+                       {6, 2, 64, false, true, false}, {4, 1, 32, true, false, false}, {8, 2, 32, false, false, true},
+                       {4, 2, 16, true, false, false}, {2, 1, 16, false, true, true, 1.3f},
+                       {8, 2, 64, false, true, false, 1.9f}};  // score_mul: YaRN's mscale²
     uint64_t seed = 7000;
     for (const C& c : cases) {
         GatedAttentionDims d = make_dims(c.H, c.G, c.D, c.D, 300);
         d.rope_theta = 1e5f;
         d.gated = false;
         d.rope_interleaved = c.interleaved;
+        d.score_mul = c.score_mul;
         std::vector<float> ff(size_t(c.D / 2));
         for (size_t j = 0; j < ff.size(); ++j) ff[j] = 1.f + 0.5f * float(j % 7);
         if (c.factors) d.freq_factors = ff.data();
