@@ -45,7 +45,7 @@ namespace ember::cuda::detail {
 namespace {
 
 constexpr int kWarps = 16, kThreads = 32 * kWarps;
-constexpr int kSmemMax = 227 * 1024 - 256;  // dynamic shared memory per block (static: the RMSNorm factors)
+constexpr int kSmemMax = 227 * 1024 - 1024;  // dynamic shared memory per block (static: the RMSNorm sums)
 constexpr int kRedBytes = 2 * kWarps * 16 * 8 * 4;  // slice partials, double-buffered by round parity
 constexpr int kMaxChunkTiles = 128;   // tiles per block whose partials fit in shared memory when K is chunked
 
@@ -125,17 +125,34 @@ __device__ __forceinline__ void load_x(const QArgs& a, const float* xt, int col0
     }
 }
 
-// RMSNorm factors 1/sqrt(mean(x²) + eps) of the n token rows (warp w: token w), into inv[0..n).
-__device__ __forceinline__ void rms_factors(const QArgs& a, float* inv) {
+// RMSNorm factors 1/sqrt(mean(x²) + eps) of the n token rows into inv[0..n), by the whole block: every thread
+// loads its few columns of every token at once (one round trip to L2, not K/32 dependent ones per warp), then
+// per-token sums over the warps through shared memory (red: kWarps × 8 floats). Ends with a barrier.
+__device__ __forceinline__ void rms_factors(const QArgs& a, float* inv, float* red) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    for (int tok = warp; tok < a.n; tok += kWarps) {
+    const bool vec = a.x_aligned && a.K % 4 == 0;
+    for (int tok = 0; tok < a.n; ++tok) {
         const float* xt = a.x + int64_t(tok) * a.xstride;
         float ss = 0.f;
-        for (int c = lane; c < a.K; c += 32) ss += xt[c] * xt[c];
+        if (vec) {
+            for (int c = 4 * int(threadIdx.x); c < a.K; c += 4 * kThreads) {
+                const float4 v = *reinterpret_cast<const float4*>(xt + c);
+                ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
+            }
+        } else {
+            for (int c = int(threadIdx.x); c < a.K; c += kThreads) ss += xt[c] * xt[c];
+        }
 #pragma unroll
         for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
-        if (lane == 0) inv[tok] = 1.0f / sqrtf(ss / static_cast<float>(a.K) + a.eps);
+        if (lane == 0) red[warp * 8 + tok] = ss;
     }
+    __syncthreads();
+    if (warp == 0 && lane < a.n) {
+        float ss = 0.f;
+        for (int w = 0; w < kWarps; ++w) ss += red[w * 8 + lane];  // fixed order: deterministic
+        inv[lane] = 1.0f / sqrtf(ss / static_cast<float>(a.K) + a.eps);
+    }
+    __syncthreads();
 }
 
 template <class ST> struct SBT;
@@ -487,8 +504,8 @@ __global__ void __launch_bounds__(kThreads, 1) gemv_q_kernel(const QArgs a) {
     asm volatile("griddepcontrol.wait;\n" ::: "memory");
     __shared__ float inv[8];  // RMSNorm factors per token (PRE_RMSNORM)
     if (a.pre == PRE_RMSNORM) {
-        rms_factors(a, inv);
-        __syncthreads();
+        __shared__ float red_ss[kWarps * 8];
+        rms_factors(a, inv, red_ss);
     }
     for (int i = int(threadIdx.x); i < C::ZERO / 16; i += kThreads)
         reinterpret_cast<uint4*>(smem + zero_off)[i] = make_uint4(0u, 0u, 0u, 0u);
