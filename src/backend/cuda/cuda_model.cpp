@@ -69,6 +69,12 @@ void CudaCausalLM::lm_head(CudaState& s, const float* pending, const float* fina
     linear(head_, s.xn + first * H, rows, s.logits, s.stream, s.lin_ws, s.lin_ws_bytes);
 }
 
+void CudaCausalLM::prefer_fusable_uploads(const std::vector<const Weight*>& decode_weights) {
+    bool all = !decode_weights.empty();
+    for (const Weight* w : decode_weights) all = all && DeviceArena::repackable_for_fusion(*w);
+    arena_.set_repack_all(all);
+}
+
 void CudaCausalLM::choose_decode_fusion(const std::vector<const Weight*>& decode_weights) {
     static const bool off = [] {
         const char* e = std::getenv("EMBER_FUSE");

@@ -115,6 +115,9 @@ protected:
     // Sets fuse_decode_ when every weight a decode step multiplies (the stacked block inputs, the output
     // projections, [gate|up], down, the head) runs linear_fused natively at n = 1.
     void choose_decode_fusion(const std::vector<const Weight*>& decode_weights);
+    // Before the uploads: when every HOST matrix a decode step multiplies is DeviceArena::repackable_for_fusion,
+    // GGML ones are repacked whatever their size, so that choose_decode_fusion can pick the fused path.
+    void prefer_fusable_uploads(const std::vector<const Weight*>& decode_weights);
     bool fuse_decode_ = false;
     // Called by the derived init() last: info from the CPU model, the widest activation row, KV capacity.
     void finish_init(int64_t widest, int64_t capacity);

@@ -68,6 +68,12 @@ Status CudaLlama::init() {
                   "--device cuda: head dim %lld is not supported by the GPU attention (16, 32, 64, 128, 256)",
                   (long long)as.head_dim);
     const Weight& E = host().embedding();
+    std::vector<const Weight*> hw{&host().head()};
+    for (const LlamaLayer& L : host().layers())
+        for (const Weight* w : {&L.attn.q_proj, &L.attn.k_proj, &L.attn.v_proj, &L.attn.o_proj, &L.mlp.gate_proj,
+                                &L.mlp.up_proj, &L.mlp.down_proj})
+            hw.push_back(w);
+    prefer_fusable_uploads(hw);
     EMBER_ASSIGN(embed_, arena_.upload_gather_table(E, "embedding"));
     if (host().head().data == E.data && E.format != WeightFormat::GGML) head_ = embed_;
     else { EMBER_ASSIGN(head_, arena_.upload(host().head(), "output")); }

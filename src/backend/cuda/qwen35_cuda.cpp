@@ -63,6 +63,17 @@ Status CudaQwen35::init() {
     EMBER_REQUIRE(gated_attention_head_dim_supported(c.head_dim),
                   "--device cuda: head dim %lld is not supported by the GPU attention (16, 32, 64, 128, 256)",
                   (long long)c.head_dim);
+    std::vector<const Weight*> hw{&w.lm_head};
+    for (const auto& L : w.layers) {
+        for (const Weight* m : {&L.mlp.gate_proj, &L.mlp.up_proj, &L.mlp.down_proj}) hw.push_back(m);
+        if (L.type == LayerType::FULL_ATTENTION)
+            for (const Weight* m : {&L.attn.q_proj, &L.attn.k_proj, &L.attn.v_proj, &L.attn.o_proj}) hw.push_back(m);
+        else
+            for (const Weight* m : {&L.gdn.in_proj_qkv, &L.gdn.in_proj_z, &L.gdn.in_proj_b, &L.gdn.in_proj_a,
+                                    &L.gdn.out_proj})
+                hw.push_back(m);
+    }
+    prefer_fusable_uploads(hw);
     EMBER_ASSIGN(embed_, arena_.upload_gather_table(w.embed, "embedding"));
     if (w.lm_head.data == w.embed.data && w.embed.format != WeightFormat::GGML) head_ = embed_;
     else { EMBER_ASSIGN(head_, arena_.upload(w.lm_head, "lm_head")); }

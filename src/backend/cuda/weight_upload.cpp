@@ -17,15 +17,23 @@ namespace {
 // affine group-32 weights on the way up (weight_repack.h). Smaller ones keep the per-type block kernels: in a
 // decode graph the affine kernel's fixed cost made SmolLM2-135M (every matrix ≤ 2 MB but the head) 8 % slower
 // when all were repacked (H200: 877 vs 956 tok/s), while 16–66 MB shapes run 1.6–2.0× faster repacked
-// (gemv_bench). EMBER_GGML_REPACK=all|off overrides the size rule. A block with a non-finite scale keeps the GGML
-// format (the repack refuses it).
-bool repack_ggml(const Weight& w, int64_t group_bytes) {
-    static const int mode = [] {  // 0 auto, 1 all, 2 off
+// (gemv_bench). When every matrix a decode step multiplies can be repacked (DeviceArena::set_repack_all, decided
+// by the model), all are: the decode then runs fused (norms, SwiGLU, residual adds inside the GEMVs), which
+// outweighs the small-matrix cost (SmolLM2: 964 → 1,122 tok/s, prefill 2,759 → 5,775 tok/s).
+// EMBER_GGML_REPACK=all|off overrides both rules. A block with a non-finite scale keeps the GGML format (the
+// repack refuses it).
+int repack_mode() {  // 0 auto, 1 all, 2 off
+    static const int mode = [] {
         const char* e = std::getenv("EMBER_GGML_REPACK");
         return !e ? 0 : std::strcmp(e, "all") == 0 ? 1 : std::strcmp(e, "off") == 0 ? 2 : 0;
     }();
+    return mode;
+}
+
+bool repack_ggml(const Weight& w, int64_t group_bytes, bool all) {
+    const int mode = repack_mode();
     if (w.format != WeightFormat::GGML || !ggml_affine_exact(w.ggml_type) || mode == 2) return false;
-    if (mode == 1) return true;
+    if (mode == 1 || all) return true;
     // 8-bit rows longer than 8192 do not fit the affine kernel's staged x at once: Llama-8B down (4096×14336) Q8_0
     // decodes at 0.79× repacked (n = 1; 3.4× at n = 8), so those stay on the block kernel.
     if (w.ggml_type == GgmlType::Q8_0 && w.cols > 8192) return false;
@@ -33,12 +41,13 @@ bool repack_ggml(const Weight& w, int64_t group_bytes) {
 }
 
 // The parts as they will be stored on the device; repacked copies live in `keep` (a deque: stable addresses).
-std::vector<const Weight*> device_forms(const std::vector<const Weight*>& parts, std::deque<RepackedWeight>& keep) {
+std::vector<const Weight*> device_forms(const std::vector<const Weight*>& parts, std::deque<RepackedWeight>& keep,
+                                        bool all) {
     int64_t group_bytes = 0;
     for (const Weight* w : parts) group_bytes += w->total_bytes();
     std::vector<const Weight*> out;
     for (const Weight* w : parts) {
-        if (repack_ggml(*w, group_bytes)) {
+        if (repack_ggml(*w, group_bytes, all)) {
             auto r = ggml_to_affine(*w);
             if (r.is_ok()) {
                 keep.push_back(std::move(r).value());
@@ -53,6 +62,13 @@ std::vector<const Weight*> device_forms(const std::vector<const Weight*>& parts,
 
 }  // namespace
 
+bool DeviceArena::repackable_for_fusion(const Weight& w) {
+    if (w.format == WeightFormat::AFFINE) return w.bits == 4 || w.bits == 8;
+    // 8-bit rows longer than 8192 stay excluded (Llama-8B Q8_0 down: 0.79× repacked, unmeasured fused).
+    return w.format == WeightFormat::GGML && repack_mode() != 2 && ggml_affine_exact(w.ggml_type) &&
+           !(w.ggml_type == GgmlType::Q8_0 && w.cols > 8192);
+}
+
 Expected<const void*> DeviceArena::put(const void* src, size_t bytes, const char* what) {
     EMBER_ASSIGN(DeviceBuffer b, DeviceBuffer::alloc(bytes, what));
     copy_to_device(b.get(), src, bytes);
@@ -63,7 +79,7 @@ Expected<const void*> DeviceArena::put(const void* src, size_t bytes, const char
 
 Expected<Weight> DeviceArena::upload(const Weight& w0, const char* what) {
     std::deque<RepackedWeight> keep;
-    const Weight& w = *device_forms({&w0}, keep)[0];
+    const Weight& w = *device_forms({&w0}, keep, repack_all_)[0];
     Weight d = w;
     EMBER_ASSIGN(d.data, put(w.data, static_cast<size_t>(w.rows * w.row_bytes()), what));
     if (w.format == WeightFormat::AFFINE) {
@@ -77,7 +93,7 @@ Expected<Weight> DeviceArena::upload(const Weight& w0, const char* what) {
 Expected<Weight> DeviceArena::upload_stacked(const std::vector<const Weight*>& parts0, const char* what) {
     EMBER_REQUIRE(!parts0.empty(), "upload_stacked: no parts");
     std::deque<RepackedWeight> keep;
-    const std::vector<const Weight*> parts = device_forms(parts0, keep);
+    const std::vector<const Weight*> parts = device_forms(parts0, keep, repack_all_);
     Weight d = *parts[0];
     d.rows = 0;
     for (const Weight* w : parts) {
@@ -105,7 +121,7 @@ Status DeviceArena::upload_group(const std::vector<const Weight*>& parts0, Weigh
                                  const std::vector<Weight*>& outs, const char* what) {
     EMBER_REQUIRE(!parts0.empty() && parts0.size() == outs.size(), "upload_group(%s): bad arguments", what);
     std::deque<RepackedWeight> keep;
-    const std::vector<const Weight*> parts = device_forms(parts0, keep);  // (uploads below do not repack again)
+    const std::vector<const Weight*> parts = device_forms(parts0, keep, repack_all_);  // (not repacked again below)
     bool same = true;
     for (const Weight* w : parts) same = same && w->same_layout(*parts[0]);
     if (!same) {

@@ -10,7 +10,7 @@ namespace ember::cuda {
 // Keeps every device allocation made for a model alive.
 // GGML Q4_0 / Q4_1 / Q8_0 / Q4_K matrices uploaded in groups (one matrix, or stacked parts) of ≥ 8 MiB are stored
 // re-expressed exactly as affine group-32 weights (weight_repack.h), so they run through the streaming affine GEMV
-// (EMBER_GGML_REPACK=all|off overrides).
+// (EMBER_GGML_REPACK=all|off overrides); all of them when the model asks (set_repack_all).
 class DeviceArena {
 public:
     Expected<Weight> upload(const Weight& w, const char* what);
@@ -26,8 +26,14 @@ public:
     // gather kernel does not read — those are expanded to f32 once (exact: weight_row).
     Expected<Weight> upload_gather_table(const Weight& E, const char* what);
     int64_t bytes() const { return bytes_; }
+    // Repack every repackable GGML matrix uploaded from now on, whatever its size (the model sets it when all its
+    // decode matrices are repackable_for_fusion, so that its decode runs the fused GEMV path).
+    void set_repack_all(bool on) { repack_all_ = on; }
+    // AFFINE 4/8-bit, or GGML that the repack turns into one (not with EMBER_GGML_REPACK=off).
+    static bool repackable_for_fusion(const Weight& host_weight);
 
 private:
+    bool repack_all_ = false;
     Expected<const void*> put(const void* src, size_t bytes, const char* what);
     std::vector<DeviceBuffer> bufs_;
     int64_t bytes_ = 0;
