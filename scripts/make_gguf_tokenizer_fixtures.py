@@ -82,7 +82,8 @@ def load(path):
     return llama_cpp.Llama(model_path=path, vocab_only=True, verbose=False)
 
 
-def write_vocab_gguf(path, v, pre):
+def vocab_only_writer(path):
+    # A GGUF writer with minimal (unused) llama hyper-parameters: llama.cpp loads it with vocab_only=True.
     w = gguf.GGUFWriter(path, "llama")
     w.add_context_length(2048)
     w.add_embedding_length(64)
@@ -91,6 +92,18 @@ def write_vocab_gguf(path, v, pre):
     w.add_head_count(4)
     w.add_head_count_kv(4)
     w.add_layer_norm_rms_eps(1e-5)
+    return w
+
+
+def finish_writer(w):
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+def write_vocab_gguf(path, v, pre):
+    w = vocab_only_writer(path)
     w.add_tokenizer_model(v["model"])
     w.add_tokenizer_pre(pre)
     w.add_token_list(v["tokens"])
@@ -100,10 +113,7 @@ def write_vocab_gguf(path, v, pre):
         w.add_bos_token_id(v["bos_id"])
     w.add_eos_token_id(v["eos_id"])
     w.add_add_bos_token(False)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
+    finish_writer(w)
 
 
 def vocab_from_tokenizer_json(path):

@@ -6,9 +6,8 @@
 #   $PY scripts/make_spm_fixtures.py
 #
 # 1. Trains a SentencePiece BPE model (byte fallback, digits split, identity normalization, user-defined
-#    symbols) on tests/fixtures/tokenizer/corpus.json plus this repository's README and design-free docs — the
-#    settings of Llama-style tokenizer.model files — with a small vocabulary so that many characters fall back
-#    to bytes.
+#    symbols) on tests/fixtures/gguf_tokenizer/spm_train.txt — the settings of Llama-style tokenizer.model
+#    files — with a small vocabulary so that many characters fall back to bytes.
 # 2. Converts it to GGUF metadata as llama.cpp's convert_hf_to_gguf.py does for tokenizer.model (piece, score,
 #    type: unknown / control / unused / byte / user-defined / normal) and writes vocab-only GGUFs with
 #    add_space_prefix true and false.
@@ -26,7 +25,8 @@ import gguf  # noqa: E402
 import llama_cpp  # noqa: E402
 import sentencepiece as spm  # noqa: E402
 from gguf_vocab_dump import dump  # noqa: E402
-from make_gguf_tokenizer_fixtures import detok, dump_json, load, texts, tokenize  # noqa: E402
+from make_gguf_tokenizer_fixtures import (detok, dump_json, finish_writer, load, texts, tokenize,  # noqa: E402
+                                          vocab_only_writer)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 USER_DEFINED = ["<tool>", "</tool>", "[INST]"]
@@ -38,15 +38,9 @@ SPM_TEXTS = [
 
 
 def train(tmp):
-    corpus = os.path.join(tmp, "corpus.txt")
-    with open(corpus, "w", encoding="utf-8") as f:
-        for t in texts():
-            f.write(t.replace("\r", " ") + "\n")
-        for name in ("README.md", "docs/architecture.md"):
-            p = os.path.join(ROOT, name)
-            if os.path.exists(p):
-                with open(p, encoding="utf-8") as g:
-                    f.write(g.read())
+    # The training text is committed (spm_train.txt: the tokenizer corpus plus a snapshot of this repository's
+    # README and docs/architecture.md), so that the vocabulary does not change when those files do.
+    corpus = os.path.join(ROOT, "tests/fixtures/gguf_tokenizer/spm_train.txt")
     prefix = os.path.join(tmp, "spm")
     spm.SentencePieceTrainer.train(
         input=corpus, model_prefix=prefix, model_type="bpe", vocab_size=700, byte_fallback=True,
@@ -78,14 +72,7 @@ def vocab_of(sp):
 
 
 def write_gguf(path, tokens, scores, types, space_prefix):
-    w = gguf.GGUFWriter(path, "llama")
-    w.add_context_length(2048)
-    w.add_embedding_length(64)
-    w.add_block_count(1)
-    w.add_feed_forward_length(128)
-    w.add_head_count(4)
-    w.add_head_count_kv(4)
-    w.add_layer_norm_rms_eps(1e-5)
+    w = vocab_only_writer(path)
     w.add_tokenizer_model("llama")
     w.add_token_list(tokens)
     w.add_token_scores(scores)
@@ -95,10 +82,7 @@ def write_gguf(path, tokens, scores, types, space_prefix):
     w.add_eos_token_id(2)
     w.add_add_bos_token(True)
     w.add_add_space_prefix(space_prefix)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
+    finish_writer(w)
 
 
 def main():

@@ -158,12 +158,11 @@ inline double budget(Path p, const Case& c, size_t i) {
     return std::min(0.0079 * c.A[i], 0.0192 * c.Q[i]) + 0x1p-20 * c.A[i] + 1e-6;
 }
 
-// Runs fn(y) on a NaN-poisoned y with a poisoned guard after it; compares the first n tokens with the reference.
-template <class Fn>
-inline void check(const Case& c, int64_t n, Path path, const std::string& what, Fn&& fn) {
-    SCOPED_TRACE(testing::Message() << fmt_name(c.f) << " rows=" << c.rows << " cols=" << c.cols << " n=" << n << " "
-                                    << what);
-    const size_t ny = size_t(n * c.rows), guard = 64;
+// Runs fn(y) on a NaN-poisoned y of ny floats with a poisoned guard after it; compares y[i] with ref[i] within
+// budget(i) (at most 5 failures reported, y[i / rows, i % rows]) and checks that the guard is untouched.
+template <class Budget, class Fn>
+inline void check_poisoned(size_t ny, int64_t rows, const std::vector<float>& ref, Budget&& budget, Fn&& fn) {
+    const size_t guard = 64;
     DeviceBuffer dy = dalloc((ny + guard) * 4);
     CUDA_CHECK(cudaMemset(dy.get(), 0xff, dy.bytes()));
     fn(dy.as<float>());
@@ -172,10 +171,10 @@ inline void check(const Case& c, int64_t n, Path path, const std::string& what, 
     copy_to_host(got.data(), dy.get(), got.size() * 4);
     int bad = 0;
     for (size_t i = 0; i < ny && bad < 5; ++i) {
-        const double err = std::fabs(double(got[i]) - double(c.ref[i]));
-        if (!(err <= budget(path, c, i))) {
-            ADD_FAILURE() << "y[" << i / size_t(c.rows) << ", " << i % size_t(c.rows) << "] = " << got[i] << ", want "
-                          << c.ref[i] << " (err " << err << ", budget " << budget(path, c, i) << ")";
+        const double err = std::fabs(double(got[i]) - double(ref[i])), b = budget(i);
+        if (!(err <= b)) {
+            ADD_FAILURE() << "y[" << i / size_t(rows) << ", " << i % size_t(rows) << "] = " << got[i] << ", want "
+                          << ref[i] << " (err " << err << ", budget " << b << ")";
             ++bad;
         }
     }
@@ -187,6 +186,14 @@ inline void check(const Case& c, int64_t n, Path path, const std::string& what, 
             break;
         }
     }
+}
+
+// check_poisoned for a Case: the first n tokens against its reference with the path's budget.
+template <class Fn>
+inline void check(const Case& c, int64_t n, Path path, const std::string& what, Fn&& fn) {
+    SCOPED_TRACE(testing::Message() << fmt_name(c.f) << " rows=" << c.rows << " cols=" << c.cols << " n=" << n << " "
+                                    << what);
+    check_poisoned(size_t(n * c.rows), c.rows, c.ref, [&](size_t i) { return budget(path, c, i); }, fn);
 }
 
 inline std::vector<Fmt> all_formats() {

@@ -27,6 +27,7 @@
 #include "core/dtype.h"
 #include "ops/linear/linear.h"
 #include "ops/linear/linear_cuda.h"
+#include "ops/linear/linear_cuda_test_util.h"
 #include "ops/linear/weight_repack.h"
 #include "quant/ggml_blocks.h"
 #include "quant/ggml_type.h"
@@ -34,14 +35,8 @@
 namespace ember::cuda {
 namespace {
 
-#define SKIP_WITHOUT_GPU() \
-    if (!gpu_available()) GTEST_SKIP() << "no CUDA device"
-
-DeviceBuffer dalloc(size_t bytes) {
-    auto b = DeviceBuffer::alloc(bytes, "test");
-    EMBER_CHECK(b.is_ok(), "%s", b.message().c_str());
-    return std::move(b).value();
-}
+using lintest::check_poisoned;
+using lintest::dalloc;
 
 const GgmlType kQuantTypes[] = {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q8_0,
                                 GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K};
@@ -118,30 +113,7 @@ template <class Fn>
 void check(const GCase& c, int64_t n, const std::string& what, Fn&& fn) {
     SCOPED_TRACE(testing::Message() << ggml_type_traits(c.type).name << " rows=" << c.rows << " cols=" << c.cols
                                     << " n=" << n << " " << what);
-    const size_t ny = size_t(n * c.rows), guard = 64;
-    DeviceBuffer dy = dalloc((ny + guard) * 4);
-    CUDA_CHECK(cudaMemset(dy.get(), 0xff, dy.bytes()));
-    fn(dy.as<float>());
-    CUDA_CHECK(cudaDeviceSynchronize());
-    std::vector<float> got(ny + guard);
-    copy_to_host(got.data(), dy.get(), got.size() * 4);
-    int bad = 0;
-    for (size_t i = 0; i < ny && bad < 5; ++i) {
-        const double err = std::fabs(double(got[i]) - double(c.ref[i])), budget = 2e-5 * c.A[i] + 1e-6;
-        if (!(err <= budget)) {
-            ADD_FAILURE() << "y[" << i / size_t(c.rows) << ", " << i % size_t(c.rows) << "] = " << got[i] << ", want "
-                          << c.ref[i] << " (err " << err << ", budget " << budget << ")";
-            ++bad;
-        }
-    }
-    uint32_t g;
-    for (size_t i = ny; i < ny + guard; ++i) {
-        std::memcpy(&g, &got[i], 4);
-        if (g != 0xffffffffu) {
-            ADD_FAILURE() << "write past y at " << i;
-            break;
-        }
-    }
+    check_poisoned(size_t(n * c.rows), c.rows, c.ref, [&](size_t i) { return 2e-5 * c.A[i] + 1e-6; }, fn);
 }
 
 void run(const GCase& c, int64_t n, float* y, const float* x = nullptr) {
