@@ -11,7 +11,8 @@
 //   5. prefill n = 512: the exact GEMV in 8-token chunks (what linear() does) and the opt-in bf16 cuBLAS GEMM.
 //
 // Build: cmake -DEMBER_CUDA=ON (target gemv_bench), or see scripts/gpu-check.sh. Run: gemv_bench [--quick]
-// [--only "9B lm"] [--n 1] [--sweep] [--no-ggml] [--no-prefill]. Prints Markdown tables; a summary table last.
+// [--only "9B lm"] [--n 1] [--sweep] [--no-ggml] [--no-prefill] [--hot]. Prints Markdown tables; a summary table
+// last. --hot: one copy of each weight (matrices that fit stay in L2: the kernels' ceiling without HBM).
 //
 // Method: copy bandwidth = a 2 GiB device-to-device cudaMemcpy, (read + written bytes) / time, median of 9.
 // Each shape gets enough copies of its weights (≥ 3, together ≥ 4× the L2) that successive calls rotate through
@@ -148,7 +149,9 @@ struct Fmt {
     DType sb = DType::BF16;  // AFFINE scales / biases
 };
 
-// Device copies of one random weight, rotated through to keep L2 cold.
+// Device copies of one random weight, rotated through to keep L2 cold (--hot: one copy, so a matrix that fits
+// stays in L2 — the kernel's own ceiling, without HBM).
+bool g_hot = false;
 struct Copies {
     std::vector<Weight> w;
     std::vector<void*> bufs;
@@ -175,7 +178,7 @@ void make_copies(Copies& C, const Fmt& f, int64_t rows, int64_t cols, size_t l2)
         W.format = WeightFormat::DENSE, W.dtype = DType::BF16;
     }
     C.bytes = W.total_bytes();
-    const int ncopies = int(std::max<int64_t>(3, (4 * int64_t(l2) + C.bytes - 1) / C.bytes));
+    const int ncopies = g_hot ? 1 : int(std::max<int64_t>(3, (4 * int64_t(l2) + C.bytes - 1) / C.bytes));
     const size_t data_b = size_t(W.rows * W.row_bytes());
     const size_t sb_n = f.kind == Kind::AFFINE ? size_t(rows * (cols / f.gs)) : 0;
     for (int i = 0; i < ncopies; ++i) {
@@ -302,6 +305,7 @@ int main(int argc, char** argv) {
         if (!std::strcmp(argv[i], "--quick")) quick = true;
         else if (!std::strcmp(argv[i], "--sweep")) sweep = true;
         else if (!std::strcmp(argv[i], "--no-ggml")) ggml = false;
+        else if (!std::strcmp(argv[i], "--hot")) g_hot = true;
         else if (!std::strcmp(argv[i], "--no-prefill")) prefill = false;
         else if (!std::strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
         else if (!std::strcmp(argv[i], "--n") && i + 1 < argc) only_n = std::atoi(argv[++i]);
@@ -375,7 +379,7 @@ int main(int argc, char** argv) {
     }
 
     // ---- 3: GGML block types ----
-    if (ggml && !only) {
+    if (ggml) {
         const GgmlType types[] = {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q8_0,
                                   GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K};
         std::printf("\n## decode GEMV, GGML block types (CUDA cores, exact fp32)\n\n");
@@ -383,6 +387,7 @@ int main(int argc, char** argv) {
                     "|\n|---|---|---|---|---|---|---|---|---|---|---|\n");
         for (const Shape& s : kGgmlShapes)
             for (GgmlType gt : types) {
+                if (only && (std::string(s.model) + " " + s.name).find(only) == std::string::npos) continue;
                 const GgmlTypeTraits tr = ggml_type_traits(gt);
                 if (s.cols % tr.block_elems) continue;  // (K-quants need 256 | cols)
                 if (quick && gt != GgmlType::Q4_0 && gt != GgmlType::Q4_1 && gt != GgmlType::Q8_0 && gt != GgmlType::Q4_K && gt != GgmlType::Q6_K) continue;

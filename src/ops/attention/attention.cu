@@ -88,6 +88,8 @@ __global__ void __launch_bounds__(prologue_threads<D>())
                 float* __restrict__ q_out,         // [n, H, D]
                 const int32_t* __restrict__ pos0_dev, int H, int G, int64_t cap, int half, int q_stride,
                 const __grid_constant__ RopeFreq rf, float eps) {
+    pdl_trigger();  // attn_split may be scheduled as our blocks retire
+    pdl_wait();
     __shared__ float row[D];
     const int t = blockIdx.y, hh = blockIdx.x, c = threadIdx.x;
     const int32_t pos0 = *pos0_dev;
@@ -143,6 +145,7 @@ __global__ void __launch_bounds__(kThreads)
                float* __restrict__ part_ml,       // [n_splits, H, 2]   (running max, Σ) decode only
                float* __restrict__ out) {         // [n, H, D]
     pdl_trigger();  // the next GEMV (output projection when there is no combine) may prefetch its weights
+    pdl_wait();
     constexpr int kC4 = D / 4;            // float4 per row
     constexpr int kV4 = D < 32 ? 1 : D / 32;  // float4 per lane per key row in (a): 8 lanes cover a row (D = 16:
                                               // lanes sg ≥ 4 hold nothing)
@@ -312,6 +315,7 @@ __global__ void __launch_bounds__(kCombineThreads)
                  const float* __restrict__ qg, const int32_t* __restrict__ pos0_dev, int H, int64_t cap,
                  int n_splits, float* __restrict__ out) {
     pdl_trigger();  // the output projection's GEMV may prefetch its weights
+    pdl_wait();
     constexpr int kC4 = combine_cols(D) / 4, kGroups = kCombineThreads / kC4, kU = 8;
     __shared__ float w_s[kMaxSplits];
     __shared__ __align__(16) float4 red_s[kGroups][kC4];
@@ -404,21 +408,18 @@ void launch(const GatedAttentionDims& d, const float* qg, const float* k, const 
     float* part_acc = reinterpret_cast<float*>(ws + L.acc_off);
     float* part_ml = reinterpret_cast<float*>(ws + L.ml_off);
 
-    qk_prologue<D><<<dim3(unsigned(H + G), unsigned(n)), prologue_threads<D>(), 0, st>>>(qg, k, v, q_norm, k_norm, Kc, Vc, q_ws, pos0_dev, H,
-                                                                    G, d.capacity, int(d.rot_dim / 2),
-                                                                    int(d.gated ? 2 * D : D), rf, d.eps);
-    CUDA_CHECK(cudaGetLastError());
+    launch_pdl(qk_prologue<D>, dim3(unsigned(H + G), unsigned(n)), dim3(prologue_threads<D>()), 0, st, 0, qg, k, v,
+               q_norm, k_norm, Kc, Vc, q_ws, pos0_dev, H, G, d.capacity, int(d.rot_dim / 2), int(d.gated ? 2 * D : D),
+               rf, d.eps);
 
     const int R = H / G, n_sub = (R + kRMax - 1) / kRMax;
     const int n_splits = n == 1 ? static_cast<int>(gated_attention_decode_splits(d)) : 1;
     const float q_scale = (d.score_mul / std::sqrt(static_cast<float>(D))) * kLog2e;
-    attn_split<D><<<dim3(unsigned(n_splits), unsigned(G * n_sub), unsigned(n)), kThreads, 0, st>>>(
-        q_ws, Kc, Vc, gate, pos0_dev, H, G, n_sub, d.capacity, n_splits, q_scale, part_acc, part_ml, out);
-    CUDA_CHECK(cudaGetLastError());
-    if (n_splits > 1) {
-        attn_combine<D><<<dim3(unsigned(H), unsigned(D / combine_cols(D))), kCombineThreads, 0, st>>>(part_acc, part_ml, gate, pos0_dev, H, d.capacity, n_splits, out);
-        CUDA_CHECK(cudaGetLastError());
-    }
+    launch_pdl(attn_split<D>, dim3(unsigned(n_splits), unsigned(G * n_sub), unsigned(n)), dim3(kThreads), 0, st, 0,
+               q_ws, Kc, Vc, gate, pos0_dev, H, G, n_sub, d.capacity, n_splits, q_scale, part_acc, part_ml, out);
+    if (n_splits > 1)
+        launch_pdl(attn_combine<D>, dim3(unsigned(H), unsigned(D / combine_cols(D))), dim3(kCombineThreads), 0, st, 0,
+                   part_acc, part_ml, gate, pos0_dev, H, d.capacity, n_splits, out);
 }
 
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }

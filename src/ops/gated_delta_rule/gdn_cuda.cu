@@ -123,6 +123,7 @@ template <int K, int V>
 __global__ void __launch_bounds__(kMaxThreads, 1) gdn_step_kernel(const GdnDecodeArgs p, const int64_t T,
                                                                   const Plan pl) {
     pdl_trigger();  // the output projection's GEMV may start prefetching its weights
+    pdl_wait();
     constexpr int W8 = kMaxThreads / 32;  // reductions always sum W8 warp slots (unused ones hold zeros): no branches
     extern __shared__ float4 smem4[];
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, nwarps = blockDim.x >> 5;
@@ -465,13 +466,11 @@ __global__ void __launch_bounds__(kMaxThreads, 1) gdn_step_kernel(const GdnDecod
 }
 
 template <int K>
-void launch_k(const cudaLaunchConfig_t& cfg, const GdnDecodeArgs& a, int64_t T, const Plan& pl) {
-    if (pl.V == 4)
-        CUDA_CHECK(cudaLaunchKernelEx(&cfg, gdn_step_kernel<K, 4>, a, T, pl));
-    else if (pl.V == 8)
-        CUDA_CHECK(cudaLaunchKernelEx(&cfg, gdn_step_kernel<K, 8>, a, T, pl));
-    else
-        CUDA_CHECK(cudaLaunchKernelEx(&cfg, gdn_step_kernel<K, 16>, a, T, pl));
+void launch_k(const GdnDecodeArgs& a, int64_t T, const Plan& pl, cudaStream_t st) {
+    const dim3 grid(static_cast<unsigned>(a.shape.nk * pl.CL)), block(static_cast<unsigned>(pl.NT));
+    auto kernel = pl.V == 4 ? gdn_step_kernel<K, 4> : pl.V == 8 ? gdn_step_kernel<K, 8> : gdn_step_kernel<K, 16>;
+    // smem ≤ 34 KiB: below the 48 KiB default, no attribute call needed
+    launch_pdl(kernel, grid, block, pl.smem, st, static_cast<unsigned>(pl.CL), a, T, pl);
 }
 
 }  // namespace
@@ -484,22 +483,10 @@ void gated_delta_net_step(const GdnDecodeArgs& args, int64_t T, cudaStream_t str
                     args.conv_state && args.S && args.y,
                 "gdn cuda: null pointer");
 
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = static_cast<unsigned>(pl.CL);
-    attr[0].val.clusterDim.y = 1;
-    attr[0].val.clusterDim.z = 1;
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3(static_cast<unsigned>(args.shape.nk * pl.CL));
-    cfg.blockDim = dim3(static_cast<unsigned>(pl.NT));
-    cfg.dynamicSmemBytes = pl.smem;  // ≤ 34 KiB: below the 48 KiB default, no attribute call needed
-    cfg.stream = stream;
-    cfg.attrs = attr;
-    cfg.numAttrs = 1;
     switch (args.K) {
-        case 2: launch_k<2>(cfg, args, T, pl); break;
-        case 3: launch_k<3>(cfg, args, T, pl); break;
-        default: launch_k<4>(cfg, args, T, pl); break;
+        case 2: launch_k<2>(args, T, pl, stream); break;
+        case 3: launch_k<3>(args, T, pl, stream); break;
+        default: launch_k<4>(args, T, pl, stream); break;
     }
 }
 

@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/pdl.cuh"
 #include "core/check.h"
 
 namespace ember::cuda {
@@ -148,6 +149,8 @@ __device__ __forceinline__ u64 mass_fx(float l, float M, float T) {
 __global__ void __launch_bounds__(kThreads)
     k_block_max(const float* __restrict__ logits, int64_t vocab, u64* __restrict__ part, uint32_t* zero,
                 int zero_words) {
+    pdl_trigger();  // (argmax / gather_logit launch their next kernel with PDL)
+    pdl_wait();
     const int64_t stride = int64_t(gridDim.x) * kThreads, first = int64_t(blockIdx.x) * kThreads + threadIdx.x;
     if (zero)
         for (int64_t i = first; i < zero_words; i += stride) zero[i] = 0u;
@@ -170,6 +173,8 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 __global__ void __launch_bounds__(kThreads) k_argmax_final(const u64* __restrict__ part, int G, int32_t* out_id) {
+    pdl_trigger();
+    pdl_wait();
     u64 best = 0;
     for (int b = threadIdx.x; b < G; b += kThreads) best = max_u64(best, part[b]);
     best = block_max_u64<kThreads>(best);
@@ -511,6 +516,7 @@ __global__ void k_penalties(float* logits, int64_t vocab, const int32_t* __restr
 }
 
 __global__ void k_gather_logit(const float* logits, int64_t vocab, const int32_t* id, float* out) {
+    pdl_wait();
     const int32_t i = *id;
     *out = (i >= 0 && i < vocab) ? logits[i] : __int_as_float(0x7fc00000);
 }
@@ -537,10 +543,8 @@ void argmax(const float* logits, int64_t vocab, int32_t* out_id, void* workspace
     EMBER_CHECK(aligned16(workspace), "argmax: workspace alignment");
     const int G = grid_for(vocab);
     u64* part = static_cast<u64*>(workspace);
-    k_block_max<<<G, kThreads, 0, stream>>>(logits, vocab, part, nullptr, 0);
-    CUDA_CHECK(cudaGetLastError());
-    k_argmax_final<<<1, kThreads, 0, stream>>>(part, G, out_id);
-    CUDA_CHECK(cudaGetLastError());
+    launch_pdl(k_block_max, dim3(G), dim3(kThreads), 0, stream, 0, logits, vocab, part, nullptr, 0);
+    launch_pdl(k_argmax_final, dim3(1), dim3(kThreads), 0, stream, 0, part, G, out_id);
 }
 
 void apply_penalties(float* logits, int64_t vocab, const int32_t* counts, const DeviceSamplingParams* params,
@@ -551,8 +555,7 @@ void apply_penalties(float* logits, int64_t vocab, const int32_t* counts, const 
 }
 
 void gather_logit(const float* logits, int64_t vocab, const int32_t* id, float* out, cudaStream_t stream) {
-    k_gather_logit<<<1, 1, 0, stream>>>(logits, vocab, id, out);
-    CUDA_CHECK(cudaGetLastError());
+    launch_pdl(k_gather_logit, dim3(1), dim3(1), 0, stream, 0, logits, vocab, id, out);
 }
 
 void token_counts_add(int32_t* counts, int64_t vocab, const int32_t* id, int32_t delta, cudaStream_t stream) {
