@@ -21,7 +21,7 @@ void CudaCausalLM::normed_linear(CudaState& s, const Weight& w, const float* nor
     }
     LinearFusion f;
     f.norm_w = norm_w, f.eps = eps;
-    linear_fused(w, s.x, 1, y, f, s.stream, s.fz_ws, s.fz_ws_floats);
+    linear_fused(w, s.x, 1, y, f, s.stream, nullptr, 0);  // native (choose_decode_fusion): no scratch
 }
 
 const float* CudaCausalLM::residual_linear(CudaState& s, const Weight& w, const float* x_in, int64_t n, bool fz) const {
@@ -31,7 +31,7 @@ const float* CudaCausalLM::residual_linear(CudaState& s, const Weight& w, const 
     }
     LinearFusion f;
     f.accumulate = true;
-    linear_fused(w, x_in, 1, s.x, f, s.stream, s.fz_ws, s.fz_ws_floats);
+    linear_fused(w, x_in, 1, s.x, f, s.stream, nullptr, 0);  // native (choose_decode_fusion): no scratch
     return nullptr;
 }
 
@@ -42,7 +42,7 @@ const float* CudaCausalLM::swiglu_mlp(CudaState& s, const float* pending, const 
         normed_linear(s, gate_up, post_norm, eps, 1, s.t0, true);
         LinearFusion f;
         f.swiglu = true, f.accumulate = true;
-        linear_fused(down, s.t0, 1, s.x, f, s.stream, s.fz_ws, s.fz_ws_floats);
+        linear_fused(down, s.t0, 1, s.x, f, s.stream, nullptr, 0);  // native (choose_decode_fusion): no scratch
         return nullptr;
     }
     add_rmsnorm(s.x, pending, post_norm, s.xn, n, info_.hidden_size, eps, s.stream);
@@ -133,11 +133,6 @@ Status CudaCausalLM::allocate(CudaState& st) const {
     if (s->att_ws_bytes) { EMBER_ASSIGN(s->att_ws, alloc(s->att_ws_bytes, "attention workspace")); }
     s->smp_ws_bytes = std::max(sample_workspace_bytes(V), argmax_workspace_bytes(V));
     EMBER_ASSIGN(s->smp_ws, alloc(s->smp_ws_bytes, "sampler workspace"));
-    if (fuse_decode_) {  // linear_fused's fallback scratch for one token: x' and y' of the widest / the head
-        s->fz_ws_floats = size_t(2 * W + std::max(V, W));
-        EMBER_ASSIGN(p, alloc(s->fz_ws_floats * sizeof(float), "fusion scratch"));
-        s->fz_ws = static_cast<float*>(p);
-    }
     CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&s->io), sizeof(StepIO)));
     *s->io = StepIO{};
     CUDA_CHECK(cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking));

@@ -47,8 +47,6 @@ struct CudaState : ModelState {
     DeviceSamplingParams* params_dev;
     void *lin_ws, *att_ws, *smp_ws;
     size_t lin_ws_bytes, att_ws_bytes, smp_ws_bytes;
-    float* fz_ws = nullptr;  // scratch of linear_fused's unfused fallback (fused decode only)
-    size_t fz_ws_floats = 0;
     StepIO* io = nullptr;    // pinned host
     cudaStream_t stream = nullptr;
     cudaEvent_t ev0 = nullptr, ev1 = nullptr;
