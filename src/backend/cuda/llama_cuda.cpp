@@ -65,7 +65,7 @@ Status CudaLlama::init() {
     const LlamaConfig& c = host().config();
     const StdAttentionShape& as = host().attention_shape();
     EMBER_REQUIRE(gated_attention_head_dim_supported(as.head_dim),
-                  "--device cuda: head dim %lld is not supported by the GPU attention (16, 32, 64, 128, 256)",
+                  "--device cuda: head dim %lld is not supported by the GPU attention (16, 32, 64, 96, 128, 256)",
                   (long long)as.head_dim);
     const Weight& E = host().embedding();
     std::vector<const Weight*> hw{&host().head()};

@@ -61,7 +61,7 @@ Status CudaQwen35::init() {
     const Qwen35Config& c = host().config();
     const Qwen35Weights& w = host().weights();
     EMBER_REQUIRE(gated_attention_head_dim_supported(c.head_dim),
-                  "--device cuda: head dim %lld is not supported by the GPU attention (16, 32, 64, 128, 256)",
+                  "--device cuda: head dim %lld is not supported by the GPU attention (16, 32, 64, 96, 128, 256)",
                   (long long)c.head_dim);
     std::vector<const Weight*> hw{&w.lm_head};
     for (const auto& L : w.layers) {

@@ -77,6 +77,7 @@ __device__ __forceinline__ float sigmoidf_(float x) { return 1.0f / (1.0f + expf
 // Thread c < D owns element c of the head vector (head dim 16: threads 16..31 only join the reduction).
 template <int D>
 constexpr int prologue_threads() { return D < 32 ? 32 : D; }
+constexpr int pow2_floor(int v) { return v >= 32 ? 32 : v >= 16 ? 16 : v >= 8 ? 8 : v >= 4 ? 4 : v >= 2 ? 2 : 1; }
 template <int D>
 __global__ void __launch_bounds__(prologue_threads<D>())
     qk_prologue(const float* __restrict__ qg,      // [n, H, 2, D] (gated) or [n, H, D]
@@ -149,7 +150,8 @@ __global__ void __launch_bounds__(kThreads)
     constexpr int kC4 = D / 4;            // float4 per row
     constexpr int kV4 = D < 32 ? 1 : D / 32;  // float4 per lane per key row in (a): 8 lanes cover a row (D = 16:
                                               // lanes sg ≥ 4 hold nothing)
-    constexpr int kKQ = kThreads / kC4 < kTile ? kThreads / kC4 : kTile;  // key subsets in (c): 4 (D = 256) .. 32
+    constexpr int kKQ = pow2_floor(kThreads / kC4 < kTile ? kThreads / kC4 : kTile);  // key subsets in (c): 4 (D =
+                                                                                       // 256), 8 (D = 96) .. 32
     constexpr int kKPT = kTile / kKQ;     // keys per thread per tile in (c)
     static_assert(kKQ >= 2 && kTile % kKQ == 0 && D % 16 == 0, "head_dim");
     __shared__ __align__(16) float q_s[kRMax][D];
@@ -308,7 +310,7 @@ __global__ void __launch_bounds__(kThreads)
 // partial sums are added in shared memory in a fixed order. Every block recomputes the split weights (≤ 1024 exp2).
 constexpr int kCombineThreads = 256;
 constexpr int kCombineCols = 64;
-constexpr int combine_cols(int D) { return D < kCombineCols ? D : kCombineCols; }
+constexpr int combine_cols(int D) { return D < kCombineCols ? D : D % kCombineCols == 0 ? kCombineCols : 32; }
 template <int D>
 __global__ void __launch_bounds__(kCombineThreads)
     attn_combine(const float* __restrict__ part_acc, const float* __restrict__ part_ml,
@@ -440,7 +442,9 @@ size_t gated_attention_workspace_bytes(const GatedAttentionDims& d, int64_t max_
     return layout(d, max_tokens < 1 ? 1 : max_tokens).total;
 }
 
-bool gated_attention_head_dim_supported(int64_t D) { return D == 16 || D == 32 || D == 64 || D == 128 || D == 256; }
+bool gated_attention_head_dim_supported(int64_t D) {
+    return D == 16 || D == 32 || D == 64 || D == 96 || D == 128 || D == 256;
+}
 
 Status check_kv_capacity(int64_t pos0, int64_t n, int64_t capacity) {
     if (pos0 < 0 || n < 0 || pos0 + n > capacity || pos0 + n > INT32_MAX)
@@ -455,7 +459,7 @@ void gated_attention_core(const GatedAttentionDims& d, const float* qg, const fl
                           cudaStream_t stream) {
     EMBER_CHECK(d.n_kv > 0 && d.n_heads > 0 && d.n_heads % d.n_kv == 0, "n_heads %lld, n_kv %lld",
                 (long long)d.n_heads, (long long)d.n_kv);
-    EMBER_CHECK(gated_attention_head_dim_supported(d.head_dim), "head_dim %lld (16, 32, 64, 128 or 256)",
+    EMBER_CHECK(gated_attention_head_dim_supported(d.head_dim), "head_dim %lld (16, 32, 64, 96, 128 or 256)",
                 (long long)d.head_dim);
     EMBER_CHECK(d.rot_dim > 0 && d.rot_dim % 2 == 0 && d.rot_dim <= d.head_dim && d.rot_dim / 2 <= kMaxHalfRot,
                 "rot_dim %lld", (long long)d.rot_dim);
@@ -471,6 +475,7 @@ void gated_attention_core(const GatedAttentionDims& d, const float* qg, const fl
         case 16: launch<16>(d, qg, k, v, q_norm, k_norm, K_cache, V_cache, pos0_dev, n, out, ws, L, stream); break;
         case 32: launch<32>(d, qg, k, v, q_norm, k_norm, K_cache, V_cache, pos0_dev, n, out, ws, L, stream); break;
         case 64: launch<64>(d, qg, k, v, q_norm, k_norm, K_cache, V_cache, pos0_dev, n, out, ws, L, stream); break;
+        case 96: launch<96>(d, qg, k, v, q_norm, k_norm, K_cache, V_cache, pos0_dev, n, out, ws, L, stream); break;
         case 128: launch<128>(d, qg, k, v, q_norm, k_norm, K_cache, V_cache, pos0_dev, n, out, ws, L, stream); break;
         default: launch<256>(d, qg, k, v, q_norm, k_norm, K_cache, V_cache, pos0_dev, n, out, ws, L, stream); break;
     }

@@ -43,7 +43,7 @@ namespace ember::cuda {
 
 struct GatedAttentionDims {
     int64_t n_heads = 0, n_kv = 0;  // n_heads % n_kv == 0
-    int64_t head_dim = 0;           // 16, 32, 64, 128 or 256 (gated_attention_head_dim_supported)
+    int64_t head_dim = 0;           // 16, 32, 64, 96, 128 or 256 (gated_attention_head_dim_supported)
     int64_t rot_dim = 0;            // even, 0 < rot_dim ≤ min(head_dim, 256)
     float rope_theta = 0.f, eps = 0.f;
     int64_t capacity = 0;           // rows per kv head in the cache
@@ -62,7 +62,7 @@ int64_t gated_attention_decode_splits(const GatedAttentionDims& d);
 // partials [splits, n_heads, d + 2] (fp32).
 size_t gated_attention_workspace_bytes(const GatedAttentionDims& d, int64_t max_tokens);
 
-// Head dims the kernels are built for (16, 32, 64, 128, 256).
+// Head dims the kernels are built for (16, 32, 64, 96, 128, 256).
 bool gated_attention_head_dim_supported(int64_t head_dim);
 
 // Host check the caller runs before a step: error unless 0 ≤ pos0 and pos0 + n ≤ capacity.

@@ -254,7 +254,8 @@ TEST(AttentionCuda, DecodeSmallOddShapes) {
                        {9, 9, 256, 256, 1000, {0, 999}},
                        {4, 1, 32, 32, 5000, {0, 31, 64, 700, 4999}},   // head dim 32: several splits
                        {4, 2, 16, 16, 3000, {0, 15, 64, 700, 2999}},   // head dim 16: lanes without a column
-                       {3, 1, 16, 8, 100, {0, 1, 99}}};
+                       {3, 1, 16, 8, 100, {0, 1, 99}},
+                       {5, 1, 96, 48, 4000, {0, 31, 64, 1500, 3999}}};  // head dim 96: 8 key subsets, 32-col combine
     uint64_t seed = 2000;
     for (const C& c : cases) {
         const GatedAttentionDims d = make_dims(c.H, c.G, c.D, c.rot, c.cap);
@@ -266,14 +267,16 @@ TEST(AttentionCuda, DecodeSmallOddShapes) {
 }
 
 // The Llama-family variants: no output gate, plain q, interleaved or NeoX RoPE with frequency factors, with and
-// without q/k norm (SmolLM2: H 9 / G 3 / d 64; Llama 3: 32 / 8 / 128; Qwen3: q/k norm, NeoX), decode and prefill.
+// without q/k norm (SmolLM2: H 9 / G 3 / d 64; Llama 3: 32 / 8 / 128; Qwen3: q/k norm, NeoX; Phi-3: d 96, MHA),
+// decode (up to 300 keys: several splits and the combine) and prefill.
 TEST(AttentionCuda, StandardAttentionVariants) {
     SKIP_WITHOUT_GPU();
     struct C { int64_t H, G, D; bool interleaved, factors, norm; float score_mul = 1.f; };
     const C cases[] = {{9, 3, 64, true, false, false}, {32, 8, 128, true, true, false}, {16, 8, 128, false, false, true},
                        {6, 2, 64, false, true, false}, {4, 1, 32, true, false, false}, {8, 2, 32, false, false, true},
                        {4, 2, 16, true, false, false}, {2, 1, 16, false, true, true, 1.3f},
-                       {8, 2, 64, false, true, false, 1.9f}};  // score_mul: YaRN's mscale²
+                       {8, 2, 64, false, true, false, 1.9f},  // score_mul: YaRN's mscale²
+                       {6, 6, 96, false, false, false}, {8, 2, 96, true, true, true}};  // Phi-3's head dim, MHA
     uint64_t seed = 7000;
     for (const C& c : cases) {
         GatedAttentionDims d = make_dims(c.H, c.G, c.D, c.D, 300);
