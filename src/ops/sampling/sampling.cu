@@ -149,7 +149,7 @@ __device__ __forceinline__ u64 mass_fx(float l, float M, float T) {
 __global__ void __launch_bounds__(kThreads)
     k_block_max(const float* __restrict__ logits, int64_t vocab, u64* __restrict__ part, uint32_t* zero,
                 int zero_words) {
-    pdl_trigger();  // (argmax / gather_logit launch their next kernel with PDL)
+    pdl_trigger();  // argmax() launches this kernel and its successor with PDL
     pdl_wait();
     const int64_t stride = int64_t(gridDim.x) * kThreads, first = int64_t(blockIdx.x) * kThreads + threadIdx.x;
     if (zero)
