@@ -14,11 +14,13 @@
 // [--only "9B lm"] [--n 1] [--sweep] [--no-ggml] [--no-prefill] [--hot]. Prints Markdown tables; a summary table
 // last. --hot: one copy of each weight (matrices that fit stay in L2: the kernels' ceiling without HBM).
 //
-// Method: copy bandwidth = a 2 GiB device-to-device cudaMemcpy, (read + written bytes) / time, median of 9.
+// Method: copy bandwidth = ember::cuda::copy_bandwidth_gbs (device-to-device copies, read + written bytes / time;
+// the probe `ember bench` divides by).
 // Each shape gets enough copies of its weights (≥ 3, together ≥ 4× the L2) that successive calls rotate through
 // them and read HBM, never L2. Per (shape, n, kernel): warm-up, 100 launches each between two CUDA events
 // (median), and a CUDA graph of the same rotating launches replayed 5× (median per launch: what a decode graph
-// sees). bytes = weights + scales + biases + x + y; floor = bytes / copy bandwidth; % of copy bw = floor / time.
+// sees; bench_timing.cuh, shared with read_bench). bytes = weights + scales + biases + x + y; floor = bytes /
+// copy bandwidth; % of copy bw = floor / time.
 // Random data (hashed bits; scales of either sign; GGML d fields finite), never zeros.
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -31,10 +33,13 @@
 #include <vector>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/device.h"
+#include "bench_timing.cuh"
 #include "ops/linear/linear_cuda.h"
 #include "quant/ggml_type.h"
 
 using namespace ember;
+using ember::bench::median;
 using ember::cuda::GemvTuning;
 using ember::cuda::linear;
 using ember::cuda::linear_gemv;
@@ -85,36 +90,6 @@ void* dmalloc(size_t b) {
     void* p = nullptr;
     CUDA_CHECK(cudaMalloc(&p, std::max<size_t>(b, 256)));
     return p;
-}
-
-double median(std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-}
-
-double copy_bandwidth() {  // bytes/s, read + write
-    const size_t bytes = size_t(2) << 30;
-    void* a = dmalloc(bytes);
-    void* b = dmalloc(bytes);
-    CUDA_CHECK(cudaMemset(a, 1, bytes));
-    cudaEvent_t e0, e1;
-    CUDA_CHECK(cudaEventCreate(&e0));
-    CUDA_CHECK(cudaEventCreate(&e1));
-    std::vector<double> t;
-    for (int i = 0; i < 10; ++i) {
-        CUDA_CHECK(cudaEventRecord(e0));
-        CUDA_CHECK(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice));
-        CUDA_CHECK(cudaEventRecord(e1));
-        CUDA_CHECK(cudaEventSynchronize(e1));
-        float ms;
-        CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
-        if (i) t.push_back(ms * 1e-3);
-    }
-    CUDA_CHECK(cudaFree(a));
-    CUDA_CHECK(cudaFree(b));
-    CUDA_CHECK(cudaEventDestroy(e0));
-    CUDA_CHECK(cudaEventDestroy(e1));
-    return 2.0 * double(bytes) / median(t);
 }
 
 struct Shape {
@@ -243,33 +218,7 @@ Timing time_it(int ncopies, int reps, cudaStream_t st, Launch&& launch) {
     }
     for (auto& e : ev) CUDA_CHECK(cudaEventDestroy(e));
     Timing r{median(t), 0};
-    // Graph: `per` launches rotating through the copies, replayed.
-    const int per = std::max(ncopies, 20);
-    cudaGraph_t g;
-    cudaGraphExec_t ge;
-    CUDA_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
-    for (int i = 0; i < per; ++i) launch(i % ncopies);
-    CUDA_CHECK(cudaStreamEndCapture(st, &g));
-    CUDA_CHECK(cudaGraphInstantiate(&ge, g, 0));
-    CUDA_CHECK(cudaGraphLaunch(ge, st));
-    cudaEvent_t a, b;
-    CUDA_CHECK(cudaEventCreate(&a));
-    CUDA_CHECK(cudaEventCreate(&b));
-    std::vector<double> gt;
-    for (int i = 0; i < 5; ++i) {
-        CUDA_CHECK(cudaEventRecord(a, st));
-        CUDA_CHECK(cudaGraphLaunch(ge, st));
-        CUDA_CHECK(cudaEventRecord(b, st));
-        CUDA_CHECK(cudaEventSynchronize(b));
-        float ms;
-        CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
-        gt.push_back(ms * 1e-3 / per);
-    }
-    r.graph_s = median(gt);
-    CUDA_CHECK(cudaEventDestroy(a));
-    CUDA_CHECK(cudaEventDestroy(b));
-    CUDA_CHECK(cudaGraphExecDestroy(ge));
-    CUDA_CHECK(cudaGraphDestroy(g));
+    r.graph_s = bench::graph_seconds_per_launch(st, std::max(ncopies, 20), [&](int i) { launch(i % ncopies); });
     return r;
 }
 
@@ -313,11 +262,16 @@ int main(int argc, char** argv) {
     cudaDeviceProp prop{};
     CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
     Ctx c;
-    c.bw = copy_bandwidth();
+    auto bwr = ember::cuda::copy_bandwidth_gbs();  // the engine's probe: the same floors as `ember bench`
+    if (!bwr.is_ok()) {
+        std::fprintf(stderr, "gemv_bench: %s\n", bwr.message().c_str());
+        return 1;
+    }
+    c.bw = bwr.value() * 1e9;
     c.l2 = size_t(prop.l2CacheSize);
     c.reps = quick ? 30 : 100;
     std::printf("# gemv_bench — %s, %d SMs, L2 %.0f MB\n\n", prop.name, prop.multiProcessorCount, prop.l2CacheSize / 1e6);
-    std::printf("copy bandwidth (2 GiB D2D, read+write): **%.0f GB/s**\n\n", c.bw / 1e9);
+    std::printf("copy bandwidth (D2D, read+write, ember::cuda::copy_bandwidth_gbs): **%.0f GB/s**\n\n", c.bw / 1e9);
 
     CUDA_CHECK(cudaStreamCreateWithFlags(&c.st, cudaStreamNonBlocking));
     const int64_t max_cols = 17408, max_rows = 248320, gemm_n = 512;

@@ -16,6 +16,7 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device.h"
+#include "bench_timing.cuh"
 
 namespace {
 
@@ -117,42 +118,13 @@ __global__ void __launch_bounds__(512, 1) read_tiles(const uint4* __restrict__ p
     if (acc == 0x9e3779b9u) out[0] = acc;
 }
 
-double median(std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-}
-
 using Kern = void (*)(const uint4*, size_t, uint32_t*);
 
-// Per-launch seconds of a graph of `per` launches rotating through the copies, median of 5 replays.
+// Per-launch seconds of a graph of launches rotating through the copies (bench_timing.cuh).
 double time_graph(Kern k, int grid, const std::vector<uint4*>& bufs, size_t n16, uint32_t* out, cudaStream_t st) {
-    const int per = std::max<int>(int(bufs.size()), 20);
-    cudaGraph_t g;
-    cudaGraphExec_t ge;
-    CUDA_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
-    for (int i = 0; i < per; ++i) k<<<grid, 512, 0, st>>>(bufs[size_t(i) % bufs.size()], n16, out);
-    CUDA_CHECK(cudaStreamEndCapture(st, &g));
-    CUDA_CHECK(cudaGraphInstantiate(&ge, g, 0));
-    CUDA_CHECK(cudaGraphLaunch(ge, st));
-    cudaEvent_t a, b;
-    CUDA_CHECK(cudaEventCreate(&a));
-    CUDA_CHECK(cudaEventCreate(&b));
-    std::vector<double> t;
-    for (int i = 0; i < 5; ++i) {
-        CUDA_CHECK(cudaEventRecord(a, st));
-        CUDA_CHECK(cudaGraphLaunch(ge, st));
-        CUDA_CHECK(cudaEventRecord(b, st));
-        CUDA_CHECK(cudaEventSynchronize(b));
-        float ms;
-        CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
-        t.push_back(ms * 1e-3 / per);
-    }
-    CUDA_CHECK(cudaGetLastError());
-    CUDA_CHECK(cudaEventDestroy(a));
-    CUDA_CHECK(cudaEventDestroy(b));
-    CUDA_CHECK(cudaGraphExecDestroy(ge));
-    CUDA_CHECK(cudaGraphDestroy(g));
-    return median(t);
+    return ember::bench::graph_seconds_per_launch(st, std::max<int>(int(bufs.size()), 20), [&](int i) {
+        k<<<grid, 512, 0, st>>>(bufs[size_t(i) % bufs.size()], n16, out);
+    });
 }
 
 }  // namespace
