@@ -10,7 +10,9 @@ E=${E:-build-gpu/bin/ember}
 export LD_LIBRARY_PATH="$(pwd)/.devbin:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
 M=.devdata/SmolLM2-135M-Instruct.Q4_1.gguf
 cat .devdata/smollm2.part* | xz -dc > "$M" || cat .devdata/smollm2.part* | python3 -c "import lzma,sys; sys.stdout.buffer.write(lzma.decompress(sys.stdin.buffer.read()))" > "$M"
-echo "model sha256 $(sha256sum "$M" | cut -c1-16) (want b179c9523d0e6a0f)"
+sha=$(sha256sum "$M" 2>/dev/null | cut -c1-16)
+echo "model sha256 $sha (want b179c9523d0e6a0f)"
+[ "$sha" = b179c9523d0e6a0f ] || { echo "gpu-smollm2: the model was not assembled (.devdata/smollm2.part* missing?)"; exit 1; }
 P="The capital of France is"
 for dev in cpu cuda; do
   $E generate -m "$M" -p "$P" -n 128 --ignore-eos --device $dev > "$OUT/smollm2-$dev.txt" 2> "$OUT/smollm2-$dev.err"
