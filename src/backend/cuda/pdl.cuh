@@ -9,6 +9,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdlib>
+#include <utility>
 
 #include "backend/cuda/cuda_check.h"
 
@@ -35,16 +36,16 @@ inline bool pdl_enabled() {
     return on;
 }
 
-// kernel<<<grid, block, smem, st>>>(args...) with programmatic stream serialization (and optionally a cluster
-// size): the kernel must call pdl_wait() before reading or writing memory that earlier kernels write.
+// kernel<<<grid, block, smem, st>>>(args...) with programmatic stream serialization when `pdl` (and optionally
+// a cluster size): the kernel must call pdl_wait() before reading or writing memory that earlier kernels write.
 template <class... P, class... A>
-void launch_pdl(void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, cudaStream_t st, unsigned cluster,
-                A&&... args) {
+void launch_ex(void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, cudaStream_t st, bool pdl, unsigned cluster,
+               A&&... args) {
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = grid, cfg.blockDim = block, cfg.dynamicSmemBytes = smem, cfg.stream = st;
     cudaLaunchAttribute attr[2];
     attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = pdl_enabled() ? 1 : 0;
+    attr[0].val.programmaticStreamSerializationAllowed = pdl ? 1 : 0;
     cfg.attrs = attr, cfg.numAttrs = 1;
     if (cluster > 0) {
         attr[1].id = cudaLaunchAttributeClusterDimension;
@@ -52,6 +53,13 @@ void launch_pdl(void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, cudaSt
         cfg.numAttrs = 2;
     }
     CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, static_cast<P>(args)...));
+}
+
+// The small decode kernels: PDL unless EMBER_PDL=0.
+template <class... P, class... A>
+void launch_pdl(void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, cudaStream_t st, unsigned cluster,
+                A&&... args) {
+    launch_ex(kernel, grid, block, smem, st, pdl_enabled(), cluster, std::forward<A>(args)...);
 }
 
 }  // namespace ember::cuda

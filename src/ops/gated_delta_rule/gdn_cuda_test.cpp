@@ -333,34 +333,11 @@ float median(std::vector<float> v) {
     return v[v.size() / 2];
 }
 
-// Device-to-device copy bandwidth, (read + write) bytes / time, over 1 GiB: the floor for memory-bound kernels.
-double copy_bandwidth_gbs(cudaStream_t stream) {
-    const size_t n = size_t(1) << 30;
-    DeviceBuffer src = dev_alloc(n / 4), dst = dev_alloc(n / 4);
-    CUDA_CHECK(cudaMemsetAsync(src.get(), 1, n, stream));
-    cudaEvent_t e0, e1;
-    CUDA_CHECK(cudaEventCreate(&e0));
-    CUDA_CHECK(cudaEventCreate(&e1));
-    std::vector<float> ms;
-    for (int i = 0; i < 12; ++i) {
-        CUDA_CHECK(cudaEventRecord(e0, stream));
-        CUDA_CHECK(cudaMemcpyAsync(dst.get(), src.get(), n, cudaMemcpyDeviceToDevice, stream));
-        CUDA_CHECK(cudaEventRecord(e1, stream));
-        CUDA_CHECK(cudaEventSynchronize(e1));
-        float t = 0;
-        CUDA_CHECK(cudaEventElapsedTime(&t, e0, e1));
-        if (i >= 2) ms.push_back(t);
-    }
-    CUDA_CHECK(cudaEventDestroy(e0));
-    CUDA_CHECK(cudaEventDestroy(e1));
-    return 2.0 * n / (median(ms) * 1e-3) / 1e9;
-}
-
 TEST(GdnCuda, DISABLED_DecodeBench) {
     SKIP_WITHOUT_GPU();
     cudaStream_t stream;
     CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-    const double bw = copy_bandwidth_gbs(stream);
+    const double bw = copy_bandwidth_gbs().value();  // the engine's probe (backend/cuda/device.h)
     std::printf("device %s, D2D copy bandwidth %.0f GB/s\n", device_name().c_str(), bw);
     cudaEvent_t e0, e1;
     CUDA_CHECK(cudaEventCreate(&e0));

@@ -38,6 +38,7 @@
 #include <cstdlib>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/pdl.cuh"
 #include "core/check.h"
 #include "ops/linear/linear_cuda.h"
 
@@ -626,17 +627,7 @@ void launch(const QPlan& P, cudaStream_t stream) {
         return true;
     }();
     (void)attr_set;
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3(unsigned(P.a.grid));
-    cfg.blockDim = dim3(kThreads);
-    cfg.dynamicSmemBytes = P.smem;
-    cfg.stream = stream;
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = P.pdl ? 1 : 0;
-    cfg.attrs = attr;
-    cfg.numAttrs = 1;
-    CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, P.a));
+    launch_ex(kernel, dim3(unsigned(P.a.grid)), dim3(kThreads), P.smem, stream, P.pdl, 0, P.a);
 }
 
 template <int BITS, int GS, int G>
