@@ -7,7 +7,8 @@
 //       build-ggmlq/libember_quant.a build-ggmlq/libember_core.a -o build-ggmlq/ggml_linear_bench
 // Run: build-ggmlq/ggml_linear_bench [n=1] [portable|avx2|best] [TYPES]  (threads: EMBER_THREADS, default all
 //      cores; TYPES a comma list such as Q4_K,Q6_K,mlx4)
-// "mlx4" rows: MLX affine 4-bit g64 (bf16 scales/biases) of the same shape, for comparison.
+// "mlx4" rows: MLX affine 4-bit g64 (bf16 scales/biases) of the same shape, for comparison. Block types run twice:
+// fp32 activations (ember's default) and "+q8", llama.cpp's 8-bit activation rounding (Weight::act_q8).
 //
 // "cold": the call cycles over enough copies of the matrix (≥ 192 MiB) that weights come from DRAM, as in
 // real decoding; "hot": the same matrix every call (L3-resident when it fits, 32 MiB L3 here).
@@ -100,7 +101,7 @@ double read_bw(size_t bytes) {  // as bench/cpu/linear_bench.cpp
 }
 
 // t == nullptr: the MLX affine 4-bit comparison matrix.
-void run(int64_t rows, int64_t cols, const GgmlType* t, int64_t n) {
+void run(int64_t rows, int64_t cols, const GgmlType* t, int64_t n, bool act_q8 = false) {
     std::mt19937 rng(42);
     auto mk = [&] { return t ? make(rows, cols, *t, rng) : make_affine4(rows, cols, rng); };
     std::vector<Mat> mats;
@@ -108,6 +109,7 @@ void run(int64_t rows, int64_t cols, const GgmlType* t, int64_t n) {
     const int64_t one = static_cast<int64_t>(mats[0].bytes.size());
     const int copies = static_cast<int>(std::max<int64_t>(1, (int64_t{192} << 20) / one + 1));
     while (static_cast<int>(mats.size()) < copies) mats.push_back(mk());
+    for (Mat& m : mats) m.W.act_q8 = act_q8;
     std::vector<float> x(n * cols), y(n * rows);
     std::normal_distribution<float> nd;
     for (float& v : x) v = nd(rng);
@@ -121,8 +123,8 @@ void run(int64_t rows, int64_t cols, const GgmlType* t, int64_t n) {
         }
         std::sort(ts.begin(), ts.end());
         const double best = ts.front(), med = ts[ts.size() / 2];
-        std::printf("%-5s %6lldx%-5lld n=%-3lld %-4s  best %7.3f ms  med %7.3f ms  %5.1f GB/s (best %5.1f)  %6.1f GFLOP/s\n",
-                    t ? ggml_type_traits(*t).name : "mlx4", static_cast<long long>(rows), static_cast<long long>(cols),
+        std::printf("%-5s%-3s %6lldx%-5lld n=%-3lld %-4s  best %7.3f ms  med %7.3f ms  %5.1f GB/s (best %5.1f)  %6.1f GFLOP/s\n",
+                    t ? ggml_type_traits(*t).name : "mlx4", act_q8 ? "+q8" : "", static_cast<long long>(rows), static_cast<long long>(cols),
                     static_cast<long long>(n), hot ? "hot" : "cold", best * 1e3, med * 1e3, one / med / 1e9,
                     one / best / 1e9, 2.0 * rows * cols * n / med / 1e9);
     }
@@ -140,10 +142,17 @@ int main(int argc, char** argv) {
                               GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::F16};
     const std::string only = argc > 3 ? std::string(",") + argv[3] + "," : "";  // e.g. "Q4_0,Q4_K,mlx4"
     auto want = [&](const char* name) { return only.empty() || only.find(std::string(",") + name + ",") != std::string::npos; };
+    auto block = [](GgmlType t) { return ggml_type_traits(t).block_elems > 1; };
     for (const GgmlType& t : types)
-        if (want(ggml_type_traits(t).name)) run(4096, 4096, &t, n);
+        if (want(ggml_type_traits(t).name)) {
+            run(4096, 4096, &t, n);
+            if (block(t)) run(4096, 4096, &t, n, true);
+        }
     if (want("mlx4")) run(4096, 4096, nullptr, n);
     for (const GgmlType& t : types)
-        if (want(ggml_type_traits(t).name) && 576 % ggml_type_traits(t).block_elems == 0) run(49152, 576, &t, n);
+        if (want(ggml_type_traits(t).name) && 576 % ggml_type_traits(t).block_elems == 0) {
+            run(49152, 576, &t, n);
+            if (block(t)) run(49152, 576, &t, n, true);
+        }
     if (want("mlx4")) run(49152, 576, nullptr, n);
 }

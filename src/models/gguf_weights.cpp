@@ -31,6 +31,7 @@ Expected<Weight> GgufWeights::matrix(const std::string& name, int64_t rows, int6
         default:
             w.format = WeightFormat::GGML;
             w.ggml_type = t->type;
+            w.act_q8 = q8_;
     }
     return w;
 }
@@ -45,6 +46,11 @@ Expected<std::vector<float>> GgufWeights::vec(const std::string& name, int64_t n
 }
 
 std::string GgufWeights::type_summary() const {
+    if (q8_) return type_summary_plain() + "; 8-bit activations (llama.cpp CPU numerics)";
+    return type_summary_plain();
+}
+
+std::string GgufWeights::type_summary_plain() const {
     std::map<std::string, int> n;
     std::map<const GgufTensor*, bool> seen;
     for (const GgufTensor* t : used_)

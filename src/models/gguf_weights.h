@@ -14,7 +14,9 @@ namespace ember {
 
 class GgufWeights {
 public:
-    explicit GgufWeights(std::shared_ptr<const GgufFile> f) : f_(std::move(f)) {}
+    // q8_activations: block-quantized matrices get Weight::act_q8 (llama.cpp's 8-bit activation rounding).
+    explicit GgufWeights(std::shared_ptr<const GgufFile> f, bool q8_activations = false)
+        : f_(std::move(f)), q8_(q8_activations) {}
     const GgufFile& file() const { return *f_; }
     bool has(const std::string& name) const { return f_->tensor(name) != nullptr; }
     // A [rows, cols] matrix (GGUF ne = {cols, rows}) of a supported type.
@@ -26,7 +28,9 @@ public:
 
 private:
     Expected<const GgufTensor*> get(const std::string& name) const;
+    std::string type_summary_plain() const;
     std::shared_ptr<const GgufFile> f_;
+    bool q8_ = false;
     mutable std::vector<const GgufTensor*> used_;
 };
 

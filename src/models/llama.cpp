@@ -69,11 +69,11 @@ Expected<LlamaConfig> read_config(const GgufFile& f) {
 
 }  // namespace
 
-Expected<std::unique_ptr<CausalLM>> Llama::load_gguf(std::shared_ptr<const GgufFile> f) {
+Expected<std::unique_ptr<CausalLM>> Llama::load_gguf(std::shared_ptr<const GgufFile> f, const LoadOptions& opt) {
     auto m = std::make_unique<Llama>();
     EMBER_ASSIGN(m->cfg_, read_config(*f));
     const LlamaConfig& c = m->cfg_;
-    GgufWeights g(f);
+    GgufWeights g(f, opt.q8_activations);
     const int64_t H = c.hidden, d = c.head_dim;
     EMBER_ASSIGN(m->embed_, g.matrix("token_embd.weight", c.vocab, H));
     if (g.has("output.weight")) {

@@ -38,7 +38,7 @@ struct LlamaState : ModelState {
 
 class Llama : public CausalLM {
 public:
-    static Expected<std::unique_ptr<CausalLM>> load_gguf(std::shared_ptr<const GgufFile> f);
+    static Expected<std::unique_ptr<CausalLM>> load_gguf(std::shared_ptr<const GgufFile> f, const LoadOptions& opt = {});
 
     const ModelInfo& info() const override { return info_; }
     std::unique_ptr<ModelState> new_state() const override;

@@ -59,8 +59,16 @@ public:
     virtual StepStats last_step_stats(const ModelState& state) const { return {}; }
 };
 
-// Loads a model from a directory (config.json + *.safetensors) — the registry picks the architecture.
-Expected<std::unique_ptr<CausalLM>> load_model(const std::string& path);
+// How a model file is turned into a model.
+struct LoadOptions {
+    // GGUF block-quantized weights: round activations to 8 bits per block before each product, as llama.cpp's
+    // CPU backend does (quant/ggml_act.h), to reproduce its numerics. CPU only; an error for other formats.
+    bool q8_activations = false;
+};
+
+// Loads a model from a directory (config.json + *.safetensors) or a .gguf file — the registry picks the
+// architecture.
+Expected<std::unique_ptr<CausalLM>> load_model(const std::string& path, const LoadOptions& opt = {});
 // Random weights of a real configuration ("qwen3.5-2b", ...), 4-bit affine g64, for benchmarks.
 Expected<std::unique_ptr<CausalLM>> make_synthetic_model(const std::string& name, uint64_t seed = 1);
 

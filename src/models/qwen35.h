@@ -39,7 +39,7 @@ public:
     static Expected<std::unique_ptr<CausalLM>> load(const std::string& dir, const nlohmann::json& config);
     static Expected<std::unique_ptr<CausalLM>> synthetic(const std::string& preset, uint64_t seed);
     // llama.cpp GGUF (arch `qwen35`, qwen35.md §3c): norms already +1, ssm_a = −exp(A_log), value heads tiled.
-    static Expected<std::unique_ptr<CausalLM>> load_gguf(std::shared_ptr<const GgufFile> f);
+    static Expected<std::unique_ptr<CausalLM>> load_gguf(std::shared_ptr<const GgufFile> f, const LoadOptions& opt = {});
 
     const ModelInfo& info() const override { return info_; }
     std::unique_ptr<ModelState> new_state() const override;

@@ -15,7 +15,7 @@ namespace {
 std::string blk(int64_t l, const char* rest) { return "blk." + std::to_string(l) + "." + rest; }
 }  // namespace
 
-Expected<std::unique_ptr<CausalLM>> Qwen35::load_gguf(std::shared_ptr<const GgufFile> f) {
+Expected<std::unique_ptr<CausalLM>> Qwen35::load_gguf(std::shared_ptr<const GgufFile> f, const LoadOptions& opt) {
     auto m = std::make_unique<Qwen35>();
     Qwen35Config& c = m->cfg_;
     const char* p = f->path().c_str();
@@ -67,7 +67,7 @@ Expected<std::unique_ptr<CausalLM>> Qwen35::load_gguf(std::shared_ptr<const Gguf
     c.model_type = "qwen35 (GGUF)";
     EMBER_TRY(c.validate(f->path()));
 
-    GgufWeights g(f);
+    GgufWeights g(f, opt.q8_activations);
     const int64_t H = c.hidden_size, I = c.intermediate_size, V = c.vocab_size;
     const int64_t nh = c.num_attention_heads, nkv = c.num_key_value_heads, hd = c.head_dim;
     const int64_t nv = c.linear_num_value_heads, dv = c.linear_value_head_dim, K = c.linear_conv_kernel_dim;

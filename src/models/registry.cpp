@@ -20,7 +20,7 @@ const Entry kRegistry[] = {
 };
 
 // GGUF files: general.architecture → loader.
-using GgufLoader = Expected<std::unique_ptr<CausalLM>> (*)(std::shared_ptr<const GgufFile> f);
+using GgufLoader = Expected<std::unique_ptr<CausalLM>> (*)(std::shared_ptr<const GgufFile> f, const LoadOptions& opt);
 struct GgufEntry { const char* arch; GgufLoader load; };
 
 const GgufEntry kGgufRegistry[] = {
@@ -30,12 +30,12 @@ const GgufEntry kGgufRegistry[] = {
     {"qwen35", Qwen35::load_gguf},
 };
 
-Expected<std::unique_ptr<CausalLM>> load_gguf_model(const std::string& path) {
+Expected<std::unique_ptr<CausalLM>> load_gguf_model(const std::string& path, const LoadOptions& opt) {
     EMBER_ASSIGN(std::unique_ptr<GgufFile> f, GgufFile::open(path));
     EMBER_ASSIGN(std::string arch, f->get_string("general.architecture"));
     std::shared_ptr<const GgufFile> shared(std::move(f));
     for (const auto& e : kGgufRegistry)
-        if (arch == e.arch) return e.load(shared);
+        if (arch == e.arch) return e.load(shared, opt);
     std::string known;
     for (const auto& e : kGgufRegistry) known += std::string(known.empty() ? "" : ", ") + e.arch;
     return errorf("%s: GGUF architecture '%s' is not supported (supported: %s)", path.c_str(), arch.c_str(),
@@ -44,14 +44,16 @@ Expected<std::unique_ptr<CausalLM>> load_gguf_model(const std::string& path) {
 
 }  // namespace
 
-Expected<std::unique_ptr<CausalLM>> load_model(const std::string& path) {
+Expected<std::unique_ptr<CausalLM>> load_model(const std::string& path, const LoadOptions& opt) {
     namespace fs = std::filesystem;
     std::error_code ec;
     if (!fs::exists(path, ec)) return errorf("%s: no such file or directory", path.c_str());
     if (!fs::is_directory(path, ec)) {
-        if (path.size() > 5 && path.substr(path.size() - 5) == ".gguf") return load_gguf_model(path);
+        if (path.size() > 5 && path.substr(path.size() - 5) == ".gguf") return load_gguf_model(path, opt);
         return errorf("%s: expected a model directory (config.json + *.safetensors) or a .gguf file", path.c_str());
     }
+    EMBER_REQUIRE(!opt.q8_activations, "%s: 8-bit activations (llama.cpp numerics) apply to GGUF files only",
+                  path.c_str());
     EMBER_ASSIGN(auto config, read_json_file((fs::path(path) / "config.json").string()));
     EMBER_REQUIRE(config.is_object(), "%s/config.json: not a JSON object", path.c_str());
     std::string type = config.contains("model_type") && config["model_type"].is_string()

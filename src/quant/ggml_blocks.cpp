@@ -135,4 +135,62 @@ void ggml_dequantize(GgmlType t, const void* blocks, int64_t n_elems, float* out
     }
 }
 
+GgmlBlockParts ggml_decompose(GgmlType t, const void* block, int8_t* codes, float* scale, float* min) {
+    const uint8_t* b = static_cast<const uint8_t*>(block);
+    auto nib = [](const uint8_t* qs, int j) {  // element j < 32 of a 16-byte nibble array
+        return j < 16 ? qs[j] & 15 : qs[j - 16] >> 4;
+    };
+    switch (t) {
+        case GgmlType::Q4_0:
+        case GgmlType::Q4_1:
+        case GgmlType::Q5_0:
+        case GgmlType::Q8_0: {
+            scale[0] = f16_at(b), min[0] = t == GgmlType::Q4_1 ? f16_at(b + 2) : 0.0f;
+            uint32_t qh = 0;
+            if (t == GgmlType::Q5_0) std::memcpy(&qh, b + 2, 4);
+            for (int j = 0; j < 32; ++j) {
+                if (t == GgmlType::Q4_0) codes[j] = static_cast<int8_t>(nib(b + 2, j) - 8);
+                else if (t == GgmlType::Q4_1) codes[j] = static_cast<int8_t>(nib(b + 4, j));
+                else if (t == GgmlType::Q5_0)
+                    codes[j] = static_cast<int8_t>((nib(b + 6, j) | static_cast<int>((qh >> j) & 1u) << 4) - 16);
+                else codes[j] = static_cast<int8_t>(b[2 + j]);
+            }
+            return {32};
+        }
+        case GgmlType::Q4_K:
+        case GgmlType::Q5_K: {
+            const float d = f16_at(b), dmin = f16_at(b + 2);
+            const uint8_t* qh = t == GgmlType::Q5_K ? b + 16 : nullptr;
+            const uint8_t* qs = t == GgmlType::Q5_K ? b + 48 : b + 16;
+            for (int s = 0; s < 8; ++s) {
+                int sc, mn;
+                ggml_k_scale_min(b + 4, s, &sc, &mn);
+                scale[s] = d * static_cast<float>(sc), min[s] = -(dmin * static_cast<float>(mn));
+                for (int l = 0; l < 32; ++l) {
+                    int q = (qs[32 * (s / 2) + l] >> ((s & 1) * 4)) & 15;
+                    if (qh) q |= ((qh[l] >> s) & 1) << 4;
+                    codes[32 * s + l] = static_cast<int8_t>(q);
+                }
+            }
+            return {32};
+        }
+        case GgmlType::Q6_K: {
+            const int8_t* sc = reinterpret_cast<const int8_t*>(b + 192);
+            const float d = f16_at(b + 208);
+            for (int s = 0; s < 16; ++s) scale[s] = d * static_cast<float>(sc[s]), min[s] = 0.0f;
+            for (int h = 0; h < 2; ++h)
+                for (int k = 0; k < 4; ++k)
+                    for (int l = 0; l < 32; ++l) {
+                        const uint8_t byte = b[64 * h + 32 * (k & 1) + l];
+                        const int q = (k >= 2 ? byte >> 4 : byte & 15) | ((b[128 + 32 * h + l] >> (2 * k)) & 3) << 4;
+                        codes[128 * h + 32 * k + l] = static_cast<int8_t>(q - 32);
+                    }
+            return {16};
+        }
+        default: break;
+    }
+    EMBER_CHECK(false, "ggml_decompose: %s is not a block-quantized type", ggml_type_traits(t).name);
+    return {0};
+}
+
 }  // namespace ember

@@ -46,4 +46,12 @@ void ggml_dequantize(GgmlType t, const void* blocks, int64_t n_elems, float* out
 // The 6-bit scale and min of sub-block s (0..7) from the 12 packed scale bytes of a Q4_K / Q5_K block.
 void ggml_k_scale_min(const uint8_t* sc12, int s, int* sc, int* mn);
 
+// One block as integer codes and per-sub-block affine parameters: w[j] = scale[s]·code[j] + min[s] with
+// s = j / sub_len, each computed in fp32 exactly as ggml_dequantize does (so it reproduces it bit for bit):
+//   Q4_0 code = q − 8, Q5_0 q − 16, Q8_0 q, Q6_K q − 32 (min 0); Q4_1 code = q, min = m;
+//   Q4_K / Q5_K code = q, scale = d·sc[s], min = −(dmin·mn[s]).  sub_len: 32, or 16 for Q6_K.
+// codes: block_elems entries; scale, min: block_elems / sub_len entries. Block-quantized types only.
+struct GgmlBlockParts { int sub_len; };
+GgmlBlockParts ggml_decompose(GgmlType t, const void* block, int8_t* codes, float* scale, float* min);
+
 }  // namespace ember

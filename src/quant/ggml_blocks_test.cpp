@@ -58,6 +58,40 @@ TEST_P(GgmlOracle, MatchesGgufPyBitExactly) {
     }
 }
 
+// ggml_decompose: code·scale + min, in fp32, equals gguf-py's value bit for bit (block-quantized types).
+class GgmlDecomposeOracle : public ::testing::TestWithParam<GgmlType> {};
+TEST_P(GgmlDecomposeOracle, ReproducesGgufPy) {
+    const GgmlTypeTraits tr = ggml_type_traits(GetParam());
+    const std::vector<uint8_t> file =
+        read_file(std::string(EMBER_SOURCE_DIR) + "/tests/fixtures/ggml_blocks/" + tr.name + ".bin");
+    const size_t per_block = static_cast<size_t>(tr.block_bytes) + 4u * static_cast<size_t>(tr.block_elems);
+    ASSERT_GT(file.size(), 0u);
+    const int64_t nb = static_cast<int64_t>(file.size() / per_block);
+    std::vector<int8_t> codes(static_cast<size_t>(tr.block_elems));
+    float scale[16], mn[16];
+    int64_t nonzero_min = 0;
+    const bool has_min = GetParam() == GgmlType::Q4_1 || GetParam() == GgmlType::Q4_K || GetParam() == GgmlType::Q5_K;
+    for (int64_t b = 0; b < nb; ++b) {
+        const int sl = ggml_decompose(GetParam(), file.data() + b * tr.block_bytes, codes.data(), scale, mn).sub_len;
+        ASSERT_EQ(sl, GetParam() == GgmlType::Q6_K ? 16 : 32);
+        for (int j = 0; j < tr.block_elems; ++j) {
+            float want;
+            std::memcpy(&want, file.data() + nb * tr.block_bytes + 4 * (b * tr.block_elems + j), 4);
+            float got = scale[j / sl] * static_cast<float>(codes[j]);
+            if (has_min) got += mn[j / sl];  // (adding the +0 min of the other types would turn −0 into +0)
+            ASSERT_EQ(bits_of(got), bits_of(want)) << tr.name << " block " << b << " element " << j;
+        }
+        for (int s = 0; s < tr.block_elems / sl; ++s) nonzero_min += mn[s] != 0.0f;
+    }
+    EXPECT_EQ(nonzero_min > 0, has_min) << tr.name;
+}
+
+INSTANTIATE_TEST_SUITE_P(All, GgmlDecomposeOracle,
+                         ::testing::Values(GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q8_0,
+                                           GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K),
+                         [](const ::testing::TestParamInfo<GgmlType>& i) {
+                             return std::string(ggml_type_traits(i.param).name);
+                         });
 INSTANTIATE_TEST_SUITE_P(All, GgmlOracle,
                          ::testing::Values(GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q8_0,
                                            GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::F32,

@@ -178,6 +178,45 @@ TEST(GgufLlama, PrefillThenDecodeEqualsOnePrefill) {
     }
 }
 
+// LoadOptions::q8_activations (llama.cpp's 8-bit activation rounding): reported in info(), logits close to the
+// exact ones but not equal, the same prefill/decode consistency; other formats refuse it.
+TEST(GgufLlama, Q8ActivationsOption) {
+    TempDir dir("ember_gguf_model");
+    Spec s;
+    s.type = GgmlType::Q8_0;
+    const std::string path = write_model(dir, s);
+    LoadOptions q8;
+    q8.q8_activations = true;
+    auto exact = load_model(path), rounded = load_model(path, q8);
+    ASSERT_TRUE(exact.is_ok() && rounded.is_ok()) << exact.message() << rounded.message();
+    EXPECT_NE((*rounded)->info().weight_format.find("8-bit activations"), std::string::npos)
+        << (*rounded)->info().weight_format;
+    EXPECT_EQ((*exact)->info().weight_format.find("8-bit activations"), std::string::npos);
+    const int64_t V = (*exact)->info().vocab_size;
+    std::vector<int32_t> all;
+    for (int i = 0; i < 24; ++i) all.push_back((i * 53 + 7) % int32_t(V));
+    Session se(**exact), sr(**rounded);
+    auto le = se.prefill(all, true), lr = sr.prefill(all, true);
+    ASSERT_TRUE(le.is_ok() && lr.is_ok());
+    for (int64_t r = 0; r < 24; ++r) {
+        const double e = rel_err(&(*lr)[r * V], &(*le)[r * V], V);
+        EXPECT_GT(e, 1e-6) << "row " << r << ": the rounding must change something";
+        EXPECT_LT(e, 5e-2) << "row " << r;
+    }
+    Session s2(**rounded);
+    auto p = s2.prefill(std::vector<int32_t>(all.begin(), all.begin() + 20), true, 6);
+    ASSERT_TRUE(p.is_ok()) << p.message();
+    for (int64_t r = 0; r < 20; ++r) EXPECT_LT(rel_err(&(*p)[r * V], &(*lr)[r * V], V), 1e-4) << "row " << r;
+    for (int64_t k = 20; k < 24; ++k) {
+        auto d = s2.decode(all[k]);
+        ASSERT_TRUE(d.is_ok()) << d.message();
+        EXPECT_LT(rel_err(d->data(), &(*lr)[k * V], V), 1e-4) << "decode " << k;
+    }
+    auto dir_model = load_model(std::string(EMBER_SOURCE_DIR) + "/tests/fixtures/qwen35/flat_untied_gqa3", q8);
+    ASSERT_FALSE(dir_model.is_ok());
+    EXPECT_NE(dir_model.message().find("GGUF files only"), std::string::npos) << dir_model.message();
+}
+
 TEST(GgufLlama, BrokenOrUnsupportedFilesAreClearErrors) {
     {
         Spec s;

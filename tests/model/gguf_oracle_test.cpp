@@ -2,14 +2,17 @@
 // goldens in tests/fixtures/smollm2/ made by scripts/make_smollm2_goldens.py): teacher-forced logits, greedy
 // continuations, and `ember perplexity` within 1 % of llama-perplexity's number on the same text.
 // Bars: llama.cpp rounds activations to 8 bits per block before every quantized product; ember keeps fp32
-// activations (its GGUF path matches transformers on the dequantized weights to ~1e-6, gguf_models_oracle_test).
-// On this 30-layer Q4_1 model that rounding alone moves llama.cpp's logits by a mean KL ≈ 3.5e-3 from the exact
-// ones (position 0: KL 2.1e-3, max |Δlogit| 0.7; a faithful re-implementation of its 8-bit rounding lands no
-// closer, 3.7e-3, because rounding flips cascade through the 30 layers). So: mean KL ≤ 5e-3, every position
-// ≤ 5e-2, same top-1 wherever llama.cpp's top-2 margin is > 1.0 (teacher-forced logits and greedy steps). The model is not in the repository: the tests skip unless
-// scripts/fetch-smollm2.sh has put it in ~/.cache/ember/models (or EMBER_SMOLLM2 names the file).
+// activations by default (its GGUF path matches transformers on the dequantized weights to ~1e-6,
+// gguf_models_oracle_test), or rounds them as llama.cpp does with LoadOptions::q8_activations (--q8-activations).
+// Both modes are checked. On this 30-layer Q4_1 model llama.cpp's rounding alone moves its logits by a mean KL
+// ≈ 3.5e-3 from the exact ones; with the same rounding ember lands no closer (2.7e-3), because the rounded
+// network is chaotic: see SummationOrderMattersOnlyWithQ8Activations below. So: mean KL ≤ 5e-3, every position
+// ≤ 5e-2, same top-1 wherever llama.cpp's top-2 margin is > 1.0 (teacher-forced logits and greedy steps). The
+// model is not in the repository: the tests skip unless scripts/fetch-smollm2.sh has put it in
+// ~/.cache/ember/models (or EMBER_SMOLLM2 names the file).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -21,6 +24,7 @@
 #include "core/check.h"
 #include "core/dtype.h"
 #include "models/model.h"
+#include "ops/linear/linear_kernels.h"
 #include "runtime/session.h"
 
 namespace ember {
@@ -46,27 +50,48 @@ json golden(const char* name) {
     return json::parse(f);
 }
 
-const CausalLM& model() {
-    static std::unique_ptr<CausalLM> m = [] {
-        auto r = load_model(model_path());
-        EMBER_CHECK(r.is_ok(), "%s", r.message().c_str());
-        return std::move(r.value());
-    }();
-    return *m;
+// The model with exact (fp32) activations, or with llama.cpp's 8-bit activation rounding (LoadOptions).
+// KL(softmax(p) ‖ softmax(q)) of two logit rows, in fp64.
+double kl_div(const std::vector<double>& p, const std::vector<double>& q) {
+    const double mp = *std::max_element(p.begin(), p.end()), mq = *std::max_element(q.begin(), q.end());
+    double zp = 0, zq = 0;
+    for (size_t v = 0; v < p.size(); ++v) zp += std::exp(p[v] - mp), zq += std::exp(q[v] - mq);
+    double kl = 0;
+    for (size_t v = 0; v < p.size(); ++v) {
+        const double lp = p[v] - mp - std::log(zp), lq = q[v] - mq - std::log(zq);
+        kl += std::exp(lp) * (lp - lq);
+    }
+    return kl;
 }
 
-TEST(SmolLM2VsLlamaCpp, TeacherForcedLogits) {
+const CausalLM& model(bool q8 = false) {
+    auto load = [](bool q8_activations) {
+        LoadOptions o;
+        o.q8_activations = q8_activations;
+        auto r = load_model(model_path(), o);
+        EMBER_CHECK(r.is_ok(), "%s", r.message().c_str());
+        return std::move(r.value());
+    };
+    static std::unique_ptr<CausalLM> exact = load(false), rounded = load(true);
+    return q8 ? *rounded : *exact;
+}
+
+// Parameter: false = ember's exact activations, true = llama.cpp's 8-bit activation rounding (--q8-activations).
+class SmolLM2VsLlamaCpp : public ::testing::TestWithParam<bool> {};
+const char* mode_name(bool q8) { return q8 ? "8-bit activations" : "exact activations"; }
+
+TEST_P(SmolLM2VsLlamaCpp, TeacherForcedLogits) {
     SKIP_WITHOUT_MODEL();
     const json meta = golden("logits.json");
     const std::vector<int32_t> ids = meta["prompt_ids"].get<std::vector<int32_t>>();
     const int64_t n = meta["shape"][0], V = meta["shape"][1];
     ASSERT_EQ(n, int64_t(ids.size()));
-    ASSERT_EQ(V, model().info().vocab_size);
+    ASSERT_EQ(V, model(GetParam()).info().vocab_size);
     std::vector<uint16_t> half(size_t(n * V));
     std::ifstream f(std::string(EMBER_SOURCE_DIR) + "/tests/fixtures/smollm2/logits.bin", std::ios::binary);
     f.read(reinterpret_cast<char*>(half.data()), std::streamsize(half.size() * 2));
     ASSERT_TRUE(f.good());
-    Session s(model());
+    Session s(model(GetParam()));
     auto got = s.prefill(ids, /*all_logits=*/true);
     ASSERT_TRUE(got.is_ok()) << got.message();
     double worst_kl = 0, sum_kl = 0;
@@ -74,21 +99,11 @@ TEST(SmolLM2VsLlamaCpp, TeacherForcedLogits) {
     for (int64_t t = 0; t < n; ++t) {
         const float* g = got->data() + t * V;
         std::vector<double> p(static_cast<size_t>(V)), q(static_cast<size_t>(V));
-        double mp = -1e300, mq = -1e300;
-        int64_t ap = 0, aq = 0;
-        for (int64_t v = 0; v < V; ++v) {
-            p[v] = f16_to_f32(half[size_t(t * V + v)]);
-            q[v] = g[v];
-            if (p[v] > mp) { mp = p[v]; ap = v; }
-            if (q[v] > mq) { mq = q[v]; aq = v; }
-        }
-        double zp = 0, zq = 0;
-        for (int64_t v = 0; v < V; ++v) { zp += std::exp(p[v] - mp); zq += std::exp(q[v] - mq); }
-        double kl = 0;
-        for (int64_t v = 0; v < V; ++v) {
-            const double lp = p[v] - mp - std::log(zp), lq = q[v] - mq - std::log(zq);
-            kl += std::exp(lp) * (lp - lq);
-        }
+        for (int64_t v = 0; v < V; ++v) p[v] = f16_to_f32(half[size_t(t * V + v)]), q[v] = g[v];
+        const int64_t ap = std::max_element(p.begin(), p.end()) - p.begin();
+        const int64_t aq = std::max_element(q.begin(), q.end()) - q.begin();
+        const double mp = p[ap];
+        const double kl = kl_div(p, q);
         worst_kl = std::max(worst_kl, kl);
         sum_kl += kl;
         EXPECT_LE(kl, 5e-2) << "position " << t;
@@ -101,17 +116,17 @@ TEST(SmolLM2VsLlamaCpp, TeacherForcedLogits) {
         top1 += aq == ap;
     }
     EXPECT_LE(sum_kl / double(n), 5e-3);
-    std::printf("  [smollm2 teacher-forced vs llama.cpp] %lld positions: mean KL %.2e, max %.2e, top-1 %lld/%lld\n",
-                (long long)n, sum_kl / double(n), worst_kl, (long long)top1, (long long)n);
+    std::printf("  [smollm2 teacher-forced vs llama.cpp, %s] %lld positions: mean KL %.2e, max %.2e, top-1 %lld/%lld\n",
+                mode_name(GetParam()), (long long)n, sum_kl / double(n), worst_kl, (long long)top1, (long long)n);
 }
 
 // Greedy continuations: llama.cpp's 64-token continuation of each prompt is fed back teacher-forced, and at every
 // step where llama.cpp's top-2 margin exceeds 1.0 (its logits sit up to ~0.7 from the exact ones) ember must pick
 // the same token; free-running greedy agreement is printed for the record.
-TEST(SmolLM2VsLlamaCpp, GreedyChoicesAgreeWhereDecisive) {
+TEST_P(SmolLM2VsLlamaCpp, GreedyChoicesAgreeWhereDecisive) {
     SKIP_WITHOUT_MODEL();
     const json g = golden("greedy.json");
-    const int64_t V = model().info().vocab_size;
+    const int64_t V = model(GetParam()).info().vocab_size;
     int cases = 0, decisive = 0;
     for (const json& c : g["cases"]) {
         const auto prompt = c["prompt_ids"].get<std::vector<int32_t>>();
@@ -119,7 +134,7 @@ TEST(SmolLM2VsLlamaCpp, GreedyChoicesAgreeWhereDecisive) {
         const auto margins = c["top1_margins"].get<std::vector<double>>();
         std::vector<int32_t> seq = prompt;
         seq.insert(seq.end(), want.begin(), want.end() - 1);
-        Session s(model());
+        Session s(model(GetParam()));
         auto lg = s.prefill(seq, /*all_logits=*/true);
         ASSERT_TRUE(lg.is_ok()) << lg.message();
         for (size_t i = 0; i < want.size(); ++i) {
@@ -131,7 +146,7 @@ TEST(SmolLM2VsLlamaCpp, GreedyChoicesAgreeWhereDecisive) {
                                          << " (llama.cpp margin " << margins[i] << ")";
             }
         }
-        Session free_run(model());
+        Session free_run(model(GetParam()));
         std::vector<int32_t> got;
         auto st = free_run.generate(prompt, int64_t(want.size()), SamplingParams{}, {}, [&](int32_t id) {
             got.push_back(id);
@@ -140,8 +155,8 @@ TEST(SmolLM2VsLlamaCpp, GreedyChoicesAgreeWhereDecisive) {
         ASSERT_TRUE(st.is_ok()) << st.message();
         size_t same = 0;
         while (same < want.size() && same < got.size() && got[same] == want[same]) ++same;
-        std::printf("  [smollm2 greedy %s] free-running: equal for %zu of %zu tokens\n",
-                    c["kind"].get<std::string>().c_str(), same, want.size());
+        std::printf("  [smollm2 greedy %s, %s] free-running: equal for %zu of %zu tokens\n",
+                    c["kind"].get<std::string>().c_str(), mode_name(GetParam()), same, want.size());
         ++cases;
     }
     EXPECT_GE(cases, 5);
@@ -149,13 +164,14 @@ TEST(SmolLM2VsLlamaCpp, GreedyChoicesAgreeWhereDecisive) {
     std::printf("  [smollm2 greedy] %d decisive steps checked over %d continuations\n", decisive, cases);
 }
 
-TEST(SmolLM2VsLlamaCpp, PerplexityWithinOnePercent) {
+TEST_P(SmolLM2VsLlamaCpp, PerplexityWithinOnePercent) {
     SKIP_WITHOUT_MODEL();
     const char* bin = std::getenv("EMBER_BIN");
     if (!bin || !*bin) GTEST_SKIP() << "EMBER_BIN not set";
     const json p = golden("ppl.json");
     const double want = p["ppl"];
-    const std::string cmd = std::string(bin) + " perplexity --device cpu -c 512 -m '" + model_path() + "' -f '" +
+    const std::string cmd = std::string(bin) + " perplexity --device cpu -c 512" +
+                            (GetParam() ? " --q8-activations" : "") + " -m '" + model_path() + "' -f '" +
                             EMBER_SOURCE_DIR + "/tests/fixtures/smollm2/ppl.txt' 2>/dev/null";
     FILE* f = popen(cmd.c_str(), "r");
     ASSERT_NE(f, nullptr);
@@ -166,9 +182,46 @@ TEST(SmolLM2VsLlamaCpp, PerplexityWithinOnePercent) {
     const size_t at = out.find("Final estimate: PPL = ");
     ASSERT_NE(at, std::string::npos) << out;
     const double got = std::atof(out.c_str() + at + 22);
-    std::printf("  [smollm2 perplexity] ember %.4f, llama.cpp %.4f (%.3f %%)\n", got, want, 100 * (got / want - 1));
+    std::printf("  [smollm2 perplexity, %s] ember %.4f, llama.cpp %.4f (%.3f %%)\n", mode_name(GetParam()), got, want,
+                100 * (got / want - 1));
     EXPECT_NEAR(got, want, 0.01 * want);
 }
+
+// Why the KL bar is not 1e-3: with 8-bit activations the 30-layer network is chaotic in its rounding. The same
+// math (identical activation blocks, exact integer products) summed in two fp32 orders — ember's portable and
+// SIMD kernels — ends as far apart as ember is from llama.cpp, because a last-bit difference flips a rounding
+// to 8 bits somewhere, and each flip (a whole step of 1/127 of the block's largest value) flips more in the next
+// layers. With exact activations the two orders agree to ~1e-11. So no implementation that does not repeat
+// llama.cpp's own operation order bit for bit gets within KL 1e-3 of it.
+TEST(SmolLM2Numerics, SummationOrderMattersOnlyWithQ8Activations) {
+    SKIP_WITHOUT_MODEL();
+    using linear_detail::Isa;
+    if (linear_detail::cpu_isa() < Isa::Avx2) GTEST_SKIP() << "no SIMD kernels on this CPU";
+    const std::vector<int32_t> ids = golden("logits.json")["prompt_ids"].get<std::vector<int32_t>>();
+    const int64_t n = int64_t(ids.size()), V = model().info().vocab_size;
+    double mean_kl[2] = {0, 0};
+    for (bool q8 : {false, true}) {
+        std::vector<float> lg[2];
+        for (int level = 0; level < 2; ++level) {
+            linear_detail::set_isa_limit(level == 0 ? Isa::Avx512 : Isa::Portable);
+            Session s(model(q8));
+            auto r = s.prefill(ids, /*all_logits=*/true);
+            linear_detail::set_isa_limit(Isa::Avx512);
+            ASSERT_TRUE(r.is_ok()) << r.message();
+            lg[level] = std::move(r.value());
+        }
+        for (int64_t t = 0; t < n; ++t)
+            mean_kl[q8] += kl_div(std::vector<double>(lg[0].begin() + t * V, lg[0].begin() + (t + 1) * V),
+                                  std::vector<double>(lg[1].begin() + t * V, lg[1].begin() + (t + 1) * V)) / double(n);
+    }
+    std::printf("  [smollm2 SIMD vs portable kernels, same model] mean KL: exact activations %.2e, 8-bit activations "
+                "%.2e\n", mean_kl[0], mean_kl[1]);
+    EXPECT_LE(mean_kl[0], 1e-8);
+    EXPECT_GT(mean_kl[1], 1e-4);  // the chaos the comment describes (if this ever fails, the KL bar can tighten)
+}
+
+INSTANTIATE_TEST_SUITE_P(Activations, SmolLM2VsLlamaCpp, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& i) { return i.param ? "Q8" : "Exact"; });
 
 }  // namespace
 }  // namespace ember

@@ -36,10 +36,12 @@ void usage() {
         "  --device D    auto (default), cpu or cuda\n"
         "  -c N          context capacity (default 4096)\n"
         "  --threads N   CPU threads\n"
+        "%s"
         "  --kernels     instead: the decode-GEMV table (gemv_bench, built with -DEMBER_CUDA=ON next to this binary) and,\n"
         "                when python3 has torch, the peers on the same shapes (bench/peers/torch_int4.py: torch int4\n"
         "                tinygemm, cuBLAS bf16) in the same run\n"
-        "Prints a markdown table: tok/s (mean ± sd), %% of the decode floor, kernels/token, GPU and host us/token.\n");
+        "Prints a markdown table: tok/s (mean ± sd), %% of the decode floor, kernels/token, GPU and host us/token.\n",
+        kQ8ActivationsHelp);
 }
 
 std::vector<std::string> split_list(const std::string& s) {
@@ -125,11 +127,12 @@ int cmd_bench(int argc, char** argv) {
     long pp = a.integer({"-p", "--n-prompt"}, 512), tg = a.integer({"-n", "--n-gen"}, 128);
     long reps = a.integer({"-r", "--repetitions"}, 3), ctx = a.integer({"-c", "--ctx-size"}, 4096);
     long threads = a.integer({"--threads", "-t"}, 0);
+    const LoadOptions load = load_options(a);
     if (!a.error().empty()) return fail("bench", a.error());
     if (pp < 0 || tg < 0 || reps < 1) return fail("bench", "-p and -n must be ≥ 0, -r ≥ 1");
     if (threads > 0) set_num_threads(static_cast<int>(threads));
     if (models.empty() == synth.empty()) return fail("bench", "give -m MODEL[,MODEL...] or --synthetic NAME[,NAME...]");
-    const std::string dev = resolve_device(device);
+    const std::string dev = load.q8_activations && device == "auto" ? "cpu" : resolve_device(device);
     if (ctx < pp + tg + 1) ctx = pp + tg + 1;
 
     double bw = 0;
@@ -153,7 +156,7 @@ int cmd_bench(int argc, char** argv) {
 
     const bool is_synth = !synth.empty();
     for (const std::string& name : split_list(is_synth ? synth : models)) {
-        auto m = open_model(is_synth ? "" : name, is_synth ? name : "", dev, ctx);
+        auto m = open_model(is_synth ? "" : name, is_synth ? name : "", dev, ctx, load);
         if (!m) return fail("bench", m.message());
         const CausalLM& lm = **m;
         const ModelInfo& info = lm.info();

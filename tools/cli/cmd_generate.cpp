@@ -29,8 +29,9 @@ void usage() {
         "  --device D        auto (default: cuda when built with CUDA and a GPU is present), cpu or cuda\n"
         "  -c, --ctx-size N  context capacity of the GPU KV cache (default 4096)\n"
         "  --trace           per decode step on stderr: kernels, GPU time, wall time (also EMBER_TRACE=1)\n"
+        "%s"
         "MODEL is a directory (config.json + safetensors) or a .gguf file. A model without a tokenizer (or\n"
-        "--synthetic) takes --tokens 1,2,3 or --prompt-len N and prints ids.\n");
+        "--synthetic) takes --tokens 1,2,3 or --prompt-len N and prints ids.\n", kQ8ActivationsHelp);
 }
 }  // namespace
 
@@ -53,13 +54,14 @@ int cmd_generate(int argc, char** argv) {
     if (a.flag({"--trace"})) setenv("EMBER_TRACE", "1", 1);
     long threads = a.integer({"--threads", "-t"}, 0);
     long ctx = a.integer({"--ctx-size", "-c"}, 4096);
+    const LoadOptions load = load_options(a);
     if (!a.error().empty()) return fail("generate", a.error());
     if (n < 0) return fail("generate", "-n must be ≥ 0");
     if (threads > 0) set_num_threads(static_cast<int>(threads));
     if ((!prompt.empty()) + (!toks.empty()) + (plen > 0) != 1)
         return fail("generate", "give exactly one of -p PROMPT, --tokens IDS, --prompt-len N");
 
-    auto m = open_model(model, synth, device, ctx);
+    auto m = open_model(model, synth, device, ctx, load);
     if (!m) return fail("generate", m.message());
     const CausalLM& lm = **m;
 

@@ -13,13 +13,15 @@ int cmd_logits(int argc, char** argv) {
     if (a.flag({"--help", "-h"})) {
         std::printf("usage: ember logits -m MODEL --tokens 1,2,3 --out FILE [--decode-from K] [--device auto|cpu|cuda] [-c CTX]\n"
                     "  writes little-endian float32 logits [n_tokens, vocab], one row per input position.\n"
-                    "  --decode-from K: prefill tokens [0,K) in one batch, then feed the rest one at a time.\n");
+                    "  --decode-from K: prefill tokens [0,K) in one batch, then feed the rest one at a time.\n%s",
+                    kQ8ActivationsHelp);
         return 0;
     }
     std::string model = a.str({"-m", "--model"}), synth = a.str({"--synthetic"}), toks = a.str({"--tokens"}),
                 out = a.str({"--out", "-o"}), device = a.str({"--device"}, "auto");
     long decode_from = a.integer({"--decode-from"}, -1);
     long ctx = a.integer({"--ctx-size", "-c"}, 4096);
+    const LoadOptions load = load_options(a);
     if (!a.error().empty()) return fail("logits", a.error());
     if (toks.empty() || out.empty()) return fail("logits", "--tokens and --out are required");
     auto ids = parse_token_list(toks);
@@ -27,7 +29,7 @@ int cmd_logits(int argc, char** argv) {
     const int64_t n = static_cast<int64_t>(ids->size());
     if (decode_from != -1 && (decode_from < 0 || decode_from > n))
         return fail("logits", strfmt("--decode-from %ld is outside [0, %lld]", decode_from, (long long)n));
-    auto m = open_model(model, synth, device, ctx);
+    auto m = open_model(model, synth, device, ctx, load);
     if (!m) return fail("logits", m.message());
     const int64_t V = (*m)->info().vocab_size;
     Session s(**m);

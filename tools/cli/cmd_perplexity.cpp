@@ -20,12 +20,14 @@ int cmd_perplexity(int argc, char** argv) {
     Args a(argc, argv);
     if (a.flag({"--help", "-h"})) {
         std::printf("usage: ember perplexity -m MODEL -f FILE [-c N_CTX] [--chunks N] [--device D] [--threads N]\n"
-                    "  llama.cpp's perplexity: chunks of N_CTX tokens (default 512), second half of each scored.\n");
+                    "  llama.cpp's perplexity: chunks of N_CTX tokens (default 512), second half of each scored.\n%s",
+                    kQ8ActivationsHelp);
         return 0;
     }
     std::string model = a.str({"-m", "--model"}), file = a.str({"-f", "--file"}), device = a.str({"--device"}, "auto");
     long n_ctx = a.integer({"-c", "--ctx-size"}, 512), max_chunks = a.integer({"--chunks"}, -1);
     long threads = a.integer({"--threads", "-t"}, 0);
+    const LoadOptions load = load_options(a);
     if (!a.error().empty()) return fail("perplexity", a.error());
     if (model.empty() || file.empty()) return fail("perplexity", "-m MODEL and -f FILE are required");
     if (n_ctx < 4) return fail("perplexity", "-c must be at least 4");
@@ -38,7 +40,7 @@ int cmd_perplexity(int argc, char** argv) {
     if (!tok) return fail("perplexity", tok.message());
     if (!tok.value()) return fail("perplexity", "this model has no tokenizer");
     const Tokenizer& T = *tok.value();
-    auto m = open_model(model, "", device, n_ctx);
+    auto m = open_model(model, "", device, n_ctx, load);
     if (!m) return fail("perplexity", m.message());
     const int64_t V = (*m)->info().vocab_size;
 

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "args.h"
 #include "io/gguf.h"
 #include "io/json_file.h"
 #include "template/chat_template.h"
@@ -32,17 +33,31 @@ std::string resolve_device(const std::string& device) {
     return "cpu";
 }
 
+const char* const kQ8ActivationsHelp =
+    "  --q8-activations  GGUF: round activations to 8 bits per block before each quantized product, as\n"
+    "                    llama.cpp's CPU backend does (its numerics instead of exact ones; CPU only)\n";
+
+LoadOptions load_options(Args& a) {
+    LoadOptions o;
+    o.q8_activations = a.flag({"--q8-activations"});
+    return o;
+}
+
 Expected<std::unique_ptr<CausalLM>> open_model(const std::string& path, const std::string& synthetic,
-                                               const std::string& device, int64_t context) {
+                                               const std::string& device, int64_t context, const LoadOptions& load) {
     if (!path.empty() && !synthetic.empty()) return errorf("give either -m MODEL or --synthetic NAME, not both");
     if (path.empty() && synthetic.empty())
         return errorf("no model: give -m MODEL (a directory with config.json) or --synthetic NAME");
-    std::string dev = resolve_device(device);
+    std::string dev = load.q8_activations && device == "auto" ? "cpu" : resolve_device(device);
+    if (load.q8_activations && dev != "cpu")
+        return errorf("--q8-activations (llama.cpp's CPU numerics) runs on the CPU only: use --device cpu");
+    if (load.q8_activations && !synthetic.empty())
+        return errorf("--q8-activations applies to GGUF files, not to --synthetic models");
     if (dev != "cpu" && dev != "cuda") return errorf("unknown device '%s' (cpu, cuda or auto)", dev.c_str());
 #ifndef EMBER_HAVE_CUDA
     if (dev == "cuda") return errorf("--device cuda: this build has no CUDA backend (configure with -DEMBER_CUDA=ON)");
 #endif
-    EMBER_ASSIGN(auto m, synthetic.empty() ? load_model(path) : make_synthetic_model(synthetic));
+    EMBER_ASSIGN(auto m, synthetic.empty() ? load_model(path, load) : make_synthetic_model(synthetic));
 #ifdef EMBER_HAVE_CUDA
     if (dev == "cuda") {
         cuda::CudaOptions opt;

@@ -13,9 +13,14 @@ namespace ember::cli {
 // Prints "ember <cmd>: <msg>" to stderr and returns exit code 1.
 int fail(const char* cmd, const std::string& msg);
 // Loads -m PATH, or builds --synthetic NAME (exactly one of them must be given), on `device`:
-// "cpu", "cuda", or "auto" (cuda when this build has it and a GPU is present).
+// "cpu", "cuda", or "auto" (cuda when this build has it and a GPU is present; cpu with load.q8_activations,
+// which runs on the CPU only).
 Expected<std::unique_ptr<CausalLM>> open_model(const std::string& path, const std::string& synthetic,
-                                               const std::string& device = "auto", int64_t context = 4096);
+                                               const std::string& device = "auto", int64_t context = 4096,
+                                               const LoadOptions& load = {});
+// The --q8-activations option of the commands that load a model, and its help line.
+LoadOptions load_options(class Args& a);
+extern const char* const kQ8ActivationsHelp;
 // The tokenizer of a model path: tokenizer.json of a directory, or a .gguf file's metadata; nullptr when the
 // model has none (a directory without tokenizer.json, or a synthetic model: path "").
 Expected<std::unique_ptr<Tokenizer>> open_tokenizer(const std::string& model_path);

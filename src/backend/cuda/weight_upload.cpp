@@ -78,6 +78,7 @@ Expected<const void*> DeviceArena::put(const void* src, size_t bytes, const char
 }
 
 Expected<Weight> DeviceArena::upload(const Weight& w0, const char* what) {
+    EMBER_REQUIRE(!w0.act_q8, "%s: 8-bit activations (llama.cpp's CPU numerics) run on the CPU only", what);
     std::deque<RepackedWeight> keep;
     const Weight& w = *device_forms({&w0}, keep, repack_all_)[0];
     Weight d = w;
@@ -92,6 +93,8 @@ Expected<Weight> DeviceArena::upload(const Weight& w0, const char* what) {
 
 Expected<Weight> DeviceArena::upload_stacked(const std::vector<const Weight*>& parts0, const char* what) {
     EMBER_REQUIRE(!parts0.empty(), "upload_stacked: no parts");
+    for (const Weight* w : parts0)
+        EMBER_REQUIRE(!w->act_q8, "%s: 8-bit activations (llama.cpp's CPU numerics) run on the CPU only", what);
     std::deque<RepackedWeight> keep;
     const std::vector<const Weight*> parts = device_forms(parts0, keep, repack_all_);
     Weight d = *parts[0];

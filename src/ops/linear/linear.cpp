@@ -5,19 +5,29 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
+#include <cstring>
 #include <vector>
 
 #include "core/check.h"
 #include "core/parallel.h"
 #include "ops/linear/linear_kernels.h"
 #include "quant/affine.h"
+#include "quant/ggml_act.h"
 #include "quant/ggml_blocks.h"
 
 namespace ember {
 namespace linear_detail {
 namespace {
 
-std::atomic<int> g_isa_limit{static_cast<int>(Isa::Avx512)};
+// EMBER_CPU_ISA=portable|avx2 caps the kernel level from the start (to compare summation orders end to end).
+int isa_limit_from_env() {
+    const char* e = std::getenv("EMBER_CPU_ISA");
+    if (e && std::strcmp(e, "portable") == 0) return static_cast<int>(Isa::Portable);
+    if (e && std::strcmp(e, "avx2") == 0) return static_cast<int>(Isa::Avx2);
+    return static_cast<int>(Isa::Avx512);
+}
+std::atomic<int> g_isa_limit{isa_limit_from_env()};
 
 bool ggml_avx2_type(GgmlType t) {  // the types linear_ggml_avx2.cpp has kernels for
     switch (t) {
@@ -110,7 +120,24 @@ void rows_portable(const Args& a, int64_t r0, int64_t r1, float* scratch) {
         for (int64_t t0 = 0; t0 < n; t0 += kTokenTile) {
             const int64_t tn = std::min(kTokenTile, n - t0);
             float acc[kTokenTile] = {0, 0, 0, 0};
-            if (W.format == WeightFormat::GGML) {  // each block decoded once per token tile
+            if (W.format == WeightFormat::GGML && W.act_q8) {  // integer codes · 8-bit activations per sub-block
+                const GgmlTypeTraits tr = ggml_type_traits(W.ggml_type);
+                const int64_t be = tr.block_elems, nb = K / be;
+                const uint8_t* row = static_cast<const uint8_t*>(W.data) + r * nb * tr.block_bytes;
+                int8_t codes[256];
+                float sc[16], mn[16];
+                for (int64_t b = 0; b < nb; ++b) {
+                    const int sl = ggml_decompose(W.ggml_type, row + b * tr.block_bytes, codes, sc, mn).sub_len;
+                    for (int64_t t = 0; t < tn; ++t)
+                        for (int64_t s = 0; s < be / sl; ++s) {
+                            const int64_t c0 = b * be + s * sl, i32 = (t0 + t) * (K / 32) + c0 / 32;
+                            const int8_t* xq = a.xq + (t0 + t) * K + c0;
+                            int dot = 0;
+                            for (int64_t l = 0; l < sl; ++l) dot += codes[s * sl + l] * xq[l];
+                            acc[t] += sc[s] * a.xd[i32] * static_cast<float>(dot) + mn[s] * a.xsum[i32];
+                        }
+                }
+            } else if (W.format == WeightFormat::GGML) {  // each block decoded once per token tile
                 const GgmlTypeTraits tr = ggml_type_traits(W.ggml_type);
                 const int64_t be = tr.block_elems, nb = K / be;
                 const uint8_t* row = static_cast<const uint8_t*>(W.data) + r * nb * tr.block_bytes;
@@ -178,7 +205,20 @@ void linear(const Weight& W, const float* x, int64_t n, float* y) {
     Args a;
     a.W = &W, a.x = x, a.xp = x, a.n = n, a.y = y;
     a.avx512 = isa >= static_cast<int>(Isa::Avx512);
-    const bool ggml_min = W.format == WeightFormat::GGML && (W.ggml_type == GgmlType::Q4_1 ||
+    thread_local std::vector<int8_t> xq_buf;
+    thread_local std::vector<float> xd_buf;
+    const bool act_q8 = W.format == WeightFormat::GGML && W.act_q8;
+    if (act_q8) {  // llama.cpp's 8-bit activation blocks; s32 goes where the offset terms read Σx
+        const ActBlocks at = ggml_act_blocks(W.ggml_type);
+        xq_buf.resize(static_cast<size_t>(n * K));
+        xd_buf.resize(static_cast<size_t>(n * K / 32));
+        xsum_buf.resize(static_cast<size_t>(n * K / 32));
+        for (int64_t t = 0; t < n; ++t)
+            ggml_quantize_act(at, x + t * K, K, xq_buf.data() + t * K, xd_buf.data() + t * K / 32,
+                              xsum_buf.data() + t * K / 32);
+        a.xq = xq_buf.data(), a.xd = xd_buf.data(), a.xsum = xsum_buf.data();
+    }
+    const bool ggml_min = !act_q8 && W.format == WeightFormat::GGML && (W.ggml_type == GgmlType::Q4_1 ||
                                                              W.ggml_type == GgmlType::Q4_K || W.ggml_type == GgmlType::Q5_K);
     if (W.format == WeightFormat::AFFINE || (fast && ggml_min)) {
         const int64_t gs = W.format == WeightFormat::AFFINE ? W.group_size : 32, ng = K / gs;
@@ -201,12 +241,15 @@ void linear(const Weight& W, const float* x, int64_t n, float* y) {
     const int64_t scratch_n = scratch_floats(W);
     parallel_for(W.rows, grain, [&](int64_t r0, int64_t r1) {
         std::vector<float> scratch(static_cast<size_t>(scratch_n));
-        if (fast && W.format == WeightFormat::GGML) rows_ggml_avx2(a, r0, r1);
+        if (fast && act_q8) rows_ggml_q8_avx2(a, r0, r1);
+        else if (fast && W.format == WeightFormat::GGML) rows_ggml_avx2(a, r0, r1);
         else if (fast) rows_avx2(a, r0, r1, scratch.data());
         else rows_portable(a, r0, r1, scratch.data());
     });
     if (xp_buf.capacity() > (size_t{1} << 22)) std::vector<float>().swap(xp_buf);  // keep ≤ 16 MiB per thread
     if (xsum_buf.capacity() > (size_t{1} << 22)) std::vector<float>().swap(xsum_buf);
+    if (xq_buf.capacity() > (size_t{1} << 24)) std::vector<int8_t>().swap(xq_buf);
+    if (xd_buf.capacity() > (size_t{1} << 22)) std::vector<float>().swap(xd_buf);
 }
 
 }  // namespace ember

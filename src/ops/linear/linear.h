@@ -6,11 +6,13 @@
 //   GGML:   W[r, c] = the llama.cpp block's value (quant/ggml_blocks.h); the integer codes are decoded in
 //           registers and multiplied with fp32 x (x is NOT quantized to Q8 as llama.cpp does): per sub-block
 //           scale·Σ c·x, plus offset·Σx for the types with a min (Q4_1, Q4_K, Q5_K) — fp32-accumulation error.
-//           F32/F16/BF16 GGML weights run as DENSE.
+//           With W.act_q8, x is first rounded to llama.cpp's 8-bit activation blocks (quant/ggml_act.h: q, d32,
+//           s32 per token row) and y = Σ_sub-block scale·d32·Σ c·q (exact integers) + offset·s32 — llama.cpp's
+//           CPU numerics up to fp32 summation order. F32/F16/BF16 GGML weights run as DENSE.
 //
 // linear(): fp32 accumulation, AVX2+FMA kernels (dense F32/F16/BF16, affine bits 2/4/8, GGML Q4_0/Q4_1/
-// Q5_0/Q8_0/Q4_K/Q5_K/Q6_K; AVX-512 variants of the single-token affine tile and of the GGML tiles) when the
-// CPU has them, a portable path otherwise (and for affine bits 3/5/6).
+// Q5_0/Q8_0/Q4_K/Q5_K/Q6_K, with fp32 or 8-bit activations; AVX-512 variants of the single-token affine tile and
+// of the fp32-activation GGML tiles) when the CPU has them, a portable path otherwise (and for affine bits 3/5/6).
 // Threads over rows; for n > 1 tokens are processed in tiles so each weight group / block is decoded once per
 // tile. The whole matrix is never expanded. Results are bitwise independent of the thread count and of n:
 // row t of linear(x, n) equals linear(x + t·cols, 1) exactly (same per-(row, token) operation order in every

@@ -26,7 +26,10 @@ struct Args {
     const float* x = nullptr;     // [n, cols] as given
     const float* xp = nullptr;    // AVX2 affine: x with each full 256-bit block permuted (see below), else x
     const float* xsum = nullptr;  // AFFINE: [n, cols/group_size], Σ x over each group;
-                                  // GGML Q4_1/Q4_K/Q5_K (SIMD kernels): [n, cols/32], Σ x over each 32 columns
+                                  // GGML Q4_1/Q4_K/Q5_K (SIMD kernels): [n, cols/32], Σ x over each 32 columns;
+                                  // GGML with act_q8: [n, cols/32], the activation blocks' s32 (quant/ggml_act.h)
+    const int8_t* xq = nullptr;   // GGML with act_q8: [n, cols] the 8-bit activations
+    const float* xd = nullptr;    // GGML with act_q8: [n, cols/32] their scale d32
     int64_t n = 0;
     float* y = nullptr;           // [n, rows]
     bool avx512 = false;          // rows_avx2 may use its AVX-512 single-token affine tile, rows_ggml_avx2
@@ -34,7 +37,7 @@ struct Args {
 };
 
 // Instruction-set levels of the kernels. The best one the CPU supports is used, capped by set_isa_limit
-// (a testing knob; default no cap).
+// (a testing knob; default: no cap, or the level named by EMBER_CPU_ISA=portable|avx2).
 enum class Isa : int { Portable = 0, Avx2 = 1, Avx512 = 2 };
 Isa cpu_isa();
 void set_isa_limit(Isa limit);
@@ -58,5 +61,8 @@ void rows_avx2(const Args& a, int64_t r0, int64_t r1, float* scratch);  // only 
 // linear_ggml_avx2.cpp exist for Q4_0, Q4_1, Q5_0, Q8_0, Q4_K, Q5_K, Q6_K; linear() calls it directly
 // (only if the CPU has AVX2+FMA).
 void rows_ggml_avx2(const Args& a, int64_t r0, int64_t r1);
+// The same types with 8-bit activations (Weight::act_q8; Args::xq, xd, xsum): integer products per sub-block
+// (linear_ggml_q8_avx2.cpp; only if the CPU has AVX2+FMA).
+void rows_ggml_q8_avx2(const Args& a, int64_t r0, int64_t r1);
 
 }  // namespace ember::linear_detail

@@ -5,6 +5,7 @@
 #include "core/check.h"
 #include "ops/linear/linear.h"
 #include "quant/affine.h"
+#include "quant/ggml_act.h"
 #include "quant/ggml_blocks.h"
 
 namespace ember {
@@ -17,6 +18,35 @@ void ggml_row(const Weight& W, int64_t r, float* out) {
                 tr.name ? tr.name : "(unknown)", static_cast<long long>(W.cols));
     const int64_t row_bytes = W.cols / tr.block_elems * tr.block_bytes;
     ggml_dequantize(W.ggml_type, static_cast<const uint8_t*>(W.data) + r * row_bytes, W.cols, out);
+}
+
+// GGML weight with 8-bit activations (Weight::act_q8): each token row is rounded by ggml_quantize_act, then per
+// sub-block  scale·d32·Σ code·q  +  min·s32  (the offset term of Q4_1 / Q4_K / Q5_K uses the activation block's
+// s32, as llama.cpp does), in fp64 from exact integer sums.
+void linear_ref_act_q8(const Weight& W, const float* x, int64_t n, float* y) {
+    const GgmlTypeTraits tr = ggml_type_traits(W.ggml_type);
+    const int64_t K = W.cols, be = tr.block_elems, nb = K / be;
+    const ActBlocks at = ggml_act_blocks(W.ggml_type);
+    std::vector<int8_t> q(static_cast<size_t>(n * K)), codes(static_cast<size_t>(be));
+    std::vector<float> d32(static_cast<size_t>(n * K / 32)), s32(d32.size()), sc(16), mn(16);
+    for (int64_t t = 0; t < n; ++t)
+        ggml_quantize_act(at, x + t * K, K, q.data() + t * K, d32.data() + t * K / 32, s32.data() + t * K / 32);
+    for (int64_t r = 0; r < W.rows; ++r)
+        for (int64_t t = 0; t < n; ++t) {
+            double acc = 0.0;
+            for (int64_t b = 0; b < nb; ++b) {
+                const uint8_t* blk = static_cast<const uint8_t*>(W.data) + (r * nb + b) * tr.block_bytes;
+                const int sl = ggml_decompose(W.ggml_type, blk, codes.data(), sc.data(), mn.data()).sub_len;
+                for (int64_t s = 0; s < be / sl; ++s) {
+                    const int64_t c0 = b * be + s * sl;
+                    int64_t dot = 0;
+                    for (int64_t l = 0; l < sl; ++l) dot += codes[s * sl + l] * q[t * K + c0 + l];
+                    acc += double(sc[s]) * d32[t * K / 32 + c0 / 32] * double(dot);
+                    if (mn[s] != 0.0f) acc += double(mn[s]) * s32[t * K / 32 + c0 / 32];
+                }
+            }
+            y[t * W.rows + r] = static_cast<float>(acc);
+        }
 }
 
 }  // namespace
@@ -38,6 +68,8 @@ void weight_row(const Weight& W, int64_t r, float* out) {
 
 void linear_ref(const Weight& W, const float* x, int64_t n, float* y) {
     EMBER_CHECK(!W.empty(), "linear_ref: empty weight");
+    if (W.format == WeightFormat::GGML && W.act_q8 && ggml_type_traits(W.ggml_type).block_elems > 1)
+        return linear_ref_act_q8(W, x, n, y);
     const int64_t K = W.cols;
     std::vector<double> w(static_cast<size_t>(K));
     std::vector<float> wf(W.format == WeightFormat::GGML ? static_cast<size_t>(K) : 0);

@@ -27,6 +27,7 @@ struct Config {
     int bits = 0, group_size = 0;
     bool ggml = false;
     GgmlType ggml_type = GgmlType::F32;
+    bool act_q8 = false;  // GGML: 8-bit activations as llama.cpp (Weight::act_q8)
 };
 
 // Column granularity of a config: the affine group, the GGML block (32 or 256; plain GGML types: 64), else 64.
@@ -41,7 +42,7 @@ int64_t col_unit(const Config& c) {
 bool ggml_plain(const Config& c) { return c.ggml && ggml_type_traits(c.ggml_type).block_elems == 1; }
 
 std::string config_name(const Config& c) {
-    if (c.ggml) return std::string("ggml_") + ggml_type_traits(c.ggml_type).name;
+    if (c.ggml) return std::string("ggml_") + ggml_type_traits(c.ggml_type).name + (c.act_q8 ? "_q8act" : "");
     if (!c.affine) return std::string("dense_") + dtype_name(c.dtype);
     std::string s = "q";  // (built with += : GCC 12 has a -Wrestrict false positive on "lit" + std::string)
     s += std::to_string(c.bits);
@@ -78,7 +79,7 @@ std::unique_ptr<TestWeight> make_weight(const Config& cfg, int64_t rows, int64_t
         return h.data();
     };
     if (cfg.ggml) {  // random bytes for the codes; fp16 scales of random sign, |d| in [2^-10, 2^-4)
-        W.format = WeightFormat::GGML, W.ggml_type = cfg.ggml_type;
+        W.format = WeightFormat::GGML, W.ggml_type = cfg.ggml_type, W.act_q8 = cfg.act_q8;
         const GgmlTypeTraits tr = ggml_type_traits(cfg.ggml_type);
         const int64_t nblk = rows * cols / tr.block_elems;
         tw->bytes.resize(static_cast<size_t>(nblk * tr.block_bytes));
@@ -188,6 +189,9 @@ std::vector<Config> all_configs() {
     for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q5_K,
                        GgmlType::Q6_K, GgmlType::F32, GgmlType::F16, GgmlType::BF16})
         v.push_back({false, DType::F32, 0, 0, true, t});
+    for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q5_K,
+                       GgmlType::Q6_K})
+        v.push_back({false, DType::F32, 0, 0, true, t, true});
     return v;
 }
 

@@ -26,6 +26,8 @@ struct Weight {
     const void* biases = nullptr;      // AFFINE: sb_dtype [rows, cols/group_size]
     DType sb_dtype = DType::BF16;      // F32, F16 or BF16
     GgmlType ggml_type = GgmlType::F32;  // GGML: the block type
+    bool act_q8 = false;               // GGML block types: x is first rounded to 8-bit blocks the way llama.cpp's
+                                       // CPU backend does (quant/ggml_act.h) — its numerics, not exact ones
 
     bool empty() const { return data == nullptr; }
     bool is_quantized() const { return format != WeightFormat::DENSE; }
@@ -55,7 +57,8 @@ struct Weight {
     // Same storage layout apart from the row count (so the two can be stacked into one matrix).
     bool same_layout(const Weight& o) const {
         return format == o.format && dtype == o.dtype && cols == o.cols && bits == o.bits &&
-               group_size == o.group_size && sb_dtype == o.sb_dtype && ggml_type == o.ggml_type;
+               group_size == o.group_size && sb_dtype == o.sb_dtype && ggml_type == o.ggml_type &&
+               act_q8 == o.act_q8;
     }
     // Bytes read to use the whole matrix once (weights + scales + biases).
     int64_t total_bytes() const {
