@@ -216,6 +216,35 @@ TEST(SmolLM2Numerics, SummationOrderMattersOnlyWithQ8Activations) {
     }
     std::printf("  [smollm2 SIMD vs portable kernels, same model] mean KL: exact activations %.2e, 8-bit activations "
                 "%.2e\n", mean_kl[0], mean_kl[1]);
+    // The same on free-running greedy continuations (32 tokens; the portable kernels are slow) of the llama.cpp
+    // goldens' prompts, printed.
+    const json g = golden("greedy.json");
+    for (bool q8 : {false, true}) {
+        int full = 0, cases = 0;
+        std::string prefixes;
+        for (const json& c : g["cases"]) {
+            const auto prompt = c["prompt_ids"].get<std::vector<int32_t>>();
+            const int64_t n_gen = 32;
+            std::vector<int32_t> out[2];
+            for (int level = 0; level < 2; ++level) {
+                linear_detail::set_isa_limit(level == 0 ? Isa::Avx512 : Isa::Portable);
+                Session s(model(q8));
+                auto st = s.generate(prompt, n_gen, SamplingParams{}, {}, [&](int32_t id) {
+                    out[level].push_back(id);
+                    return true;
+                });
+                linear_detail::set_isa_limit(Isa::Avx512);
+                ASSERT_TRUE(st.is_ok()) << st.message();
+            }
+            size_t same = 0;
+            while (same < out[0].size() && same < out[1].size() && out[0][same] == out[1][same]) ++same;
+            full += same == out[0].size() && out[0].size() == out[1].size();
+            prefixes += (prefixes.empty() ? "" : ", ") + std::to_string(same);
+            ++cases;
+        }
+        std::printf("  [smollm2 SIMD vs portable kernels, %s] greedy continuations equal: %d of %d (equal prefix: %s)\n",
+                    mode_name(q8), full, cases, prefixes.c_str());
+    }
     EXPECT_LE(mean_kl[0], 1e-8);
     EXPECT_GT(mean_kl[1], 1e-4);  // the chaos the comment describes (if this ever fails, the KL bar can tighten)
 }
