@@ -6,13 +6,20 @@
 // (a unit = one 32-element block, or 64 elements of a 256-element K-quant block), with the next unit's bytes
 // prefetched into registers. Blocks are 18..210 bytes and only 2-byte aligned: a unit's fields are read as
 // aligned 32-bit words (16-byte vectors for Q4_K / Q5_K when the data is 16-byte aligned) and funnel-shifted;
-// no load reaches past the matrix. x is read through L1 (float4). Warp-shuffle reduction, fixed order.
+// no load reaches past the matrix. x: for one token, staged once per block in shared memory with 4 pad floats after
+// every 2^PAD_SHIFT columns (per type, so that the 8 lanes of a quarter warp — 8 different units — read their
+// float4 from distinct banks: 4 wavefronts per warp load instead of one L1 line per lane pair, which made the
+// L1 the limit: Llama-8B Q6_K 40 → 28 µs, Q8_0 50 → 23 µs, Q4_0 45 → 19 µs on the H200); the grid is then capped
+// at the resident blocks and warps walk row groups. Otherwise (n > 1, or x over 96 KiB) x is read through L1
+// (float4). Warp-shuffle reduction, fixed order.
 // Grid: one warp per RW rows, 8 warps per block. No workspace, no allocation: capturable in a CUDA graph.
 // Cost: ~3 instructions per code to decode + n FMAs, so n = 1 runs near the issue limit at HBM speed and larger
 // n is compute-bound (a tensor-core path like linear_gemv_q.cu would be the next step).
 #include <cuda_fp16.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 
 #include "backend/cuda/cuda_check.h"
 #include "core/check.h"
@@ -26,50 +33,88 @@ namespace {
 using namespace ggml;
 constexpr int kWarps = 8, kThreads = 32 * kWarps;
 
-template <class T, int NT>
-__global__ void __launch_bounds__(kThreads) gemv_ggml_kernel(const GArgs a) {
+template <class T, int NT, bool SX>
+__global__ void __launch_bounds__(kThreads) gemv_ggml_kernel(const GArgs a0) {
+    extern __shared__ float4 xs4[];  // SX: x padded (GArgs::xs)
+    GArgs a = a0;
+    if constexpr (SX) {  // one token: stage x once per block, 4 pad floats after every 2^PAD_SHIFT columns
+        float* xs = reinterpret_cast<float*>(xs4);
+        for (int c = 4 * int(threadIdx.x); c < a.K; c += 4 * kThreads)
+            *reinterpret_cast<float4*>(xs + c + ((c >> T::PAD_SHIFT) << 2)) = ldx4(a.x + c, a.x_aligned);
+        __syncthreads();
+        a.xs = xs, a.pad_shift = T::PAD_SHIFT;
+    }
     const int lane = threadIdx.x & 31;
-    const int64_t r0 = (int64_t(blockIdx.x) * kWarps + (threadIdx.x >> 5)) * RW;
-    if (r0 >= a.rows) return;  // whole warp
-    const uint8_t* rowp[RW];
+    // Row groups of RW rows, one per warp; a block's warps walk the groups with the grid's stride (SX grids are
+    // capped at the resident blocks so that x is staged once per resident block).
+    for (int64_t r0 = (int64_t(blockIdx.x) * kWarps + (threadIdx.x >> 5)) * RW; r0 < a.rows;
+         r0 += int64_t(gridDim.x) * kWarps * RW) {
+        const uint8_t* rowp[RW];
 #pragma unroll
-    for (int r = 0; r < RW; ++r) rowp[r] = a.w + (r0 + r < a.rows ? r0 + r : a.rows - 1) * a.row_bytes;
-    float acc[RW][NT] = {};
-    typename T::Raw cur[RW] = {}, nxt[RW] = {};
-    int u = lane;
-    if (u < a.upr) {
+        for (int r = 0; r < RW; ++r) rowp[r] = a.w + (r0 + r < a.rows ? r0 + r : a.rows - 1) * a.row_bytes;
+        float acc[RW][NT] = {};
+        typename T::Raw cur[RW] = {}, nxt[RW] = {};
+        int u = lane;
+        if (u < a.upr) {
 #pragma unroll
-        for (int r = 0; r < RW; ++r) T::load(a, rowp[r] + (u / T::UPB) * T::BB, u % T::UPB, cur[r]);
-    }
-    while (u < a.upr) {
-        const int un = u + 32;
-        if (un < a.upr) {
-#pragma unroll
-            for (int r = 0; r < RW; ++r) T::load(a, rowp[r] + (un / T::UPB) * T::BB, un % T::UPB, nxt[r]);
+            for (int r = 0; r < RW; ++r) T::load(a, rowp[r] + (u / T::UPB) * T::BB, u % T::UPB, cur[r]);
         }
-        T::template unit<NT>(a, u / T::UPB, u % T::UPB, cur, acc);
+        while (u < a.upr) {
+            const int un = u + 32;
+            if (un < a.upr) {
 #pragma unroll
-        for (int r = 0; r < RW; ++r) cur[r] = nxt[r];
-        u = un;
-    }
+                for (int r = 0; r < RW; ++r) T::load(a, rowp[r] + (un / T::UPB) * T::BB, un % T::UPB, nxt[r]);
+            }
+            T::template unit<NT, SX>(a, u / T::UPB, u % T::UPB, cur, acc);
 #pragma unroll
-    for (int r = 0; r < RW; ++r)
-#pragma unroll
-        for (int t = 0; t < NT; ++t) {
-            float s = acc[r][t];
-#pragma unroll
-            for (int m = 16; m > 0; m >>= 1) s += __shfl_xor_sync(0xffffffffu, s, m);
-            if (lane == 0 && t < a.n && r0 + r < a.rows) a.y[t * a.rows + r0 + r] = s;
+            for (int r = 0; r < RW; ++r) cur[r] = nxt[r];
+            u = un;
         }
+#pragma unroll
+        for (int r = 0; r < RW; ++r)
+#pragma unroll
+            for (int t = 0; t < NT; ++t) {
+                float s = acc[r][t];
+#pragma unroll
+                for (int m = 16; m > 0; m >>= 1) s += __shfl_xor_sync(0xffffffffu, s, m);
+                if (lane == 0 && t < a.n && r0 + r < a.rows) a.y[t * a.rows + r0 + r] = s;
+            }
+    }
+}
+
+// x in shared memory for one token when it fits in kMaxSmemX bytes (padded); EMBER_GGML_SMEM_X=0 turns it off.
+constexpr int kMaxSmemX = 96 * 1024;
+bool smem_x_enabled() {
+    static const bool on = [] {
+        const char* e = std::getenv("EMBER_GGML_SMEM_X");
+        return !(e && e[0] == '0');
+    }();
+    return on;
 }
 
 template <class T>
 void launch_n(const GArgs& a, cudaStream_t st) {
     const unsigned blocks = unsigned((a.rows + kWarps * RW - 1) / (kWarps * RW));
-    if (a.n <= 1) gemv_ggml_kernel<T, 1><<<blocks, kThreads, 0, st>>>(a);
-    else if (a.n <= 2) gemv_ggml_kernel<T, 2><<<blocks, kThreads, 0, st>>>(a);
-    else if (a.n <= 4) gemv_ggml_kernel<T, 4><<<blocks, kThreads, 0, st>>>(a);
-    else gemv_ggml_kernel<T, 8><<<blocks, kThreads, 0, st>>>(a);
+    const size_t smem = size_t(a.K + ((a.K >> T::PAD_SHIFT) << 2)) * sizeof(float);
+    if (a.n == 1 && smem <= size_t(kMaxSmemX) && smem_x_enabled()) {
+        auto k = gemv_ggml_kernel<T, 1, true>;
+        static int sms = 0;
+        if (sms == 0) {
+            int dev = 0;
+            CUDA_CHECK(cudaGetDevice(&dev));
+            CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+            CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, kMaxSmemX));
+        }
+        int per_sm = 0;
+        CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k, kThreads, smem));
+        const unsigned cap = unsigned(std::max(1, per_sm) * sms);
+        k<<<std::min(blocks, cap), kThreads, smem, st>>>(a);
+        return;
+    }
+    if (a.n <= 1) gemv_ggml_kernel<T, 1, false><<<blocks, kThreads, 0, st>>>(a);
+    else if (a.n <= 2) gemv_ggml_kernel<T, 2, false><<<blocks, kThreads, 0, st>>>(a);
+    else if (a.n <= 4) gemv_ggml_kernel<T, 4, false><<<blocks, kThreads, 0, st>>>(a);
+    else gemv_ggml_kernel<T, 8, false><<<blocks, kThreads, 0, st>>>(a);
 }
 
 }  // namespace

@@ -29,6 +29,8 @@ struct GArgs {
     int64_t rows, row_bytes;
     int K, n, upr;  // columns, tokens, units per row
     int x_aligned;
+    const float* xs;  // SX kernels: x (one token) staged in shared memory, 4 pad floats after every 2^pad_shift
+    int pad_shift;    // columns, so that the lanes of a quarter warp read 16-byte pieces in distinct banks
 };
 
 #ifndef EMBER_GGML_HOST_EMU  // (a host harness may provide h2f and the intrinsics to check the decoders on a CPU)
@@ -75,13 +77,15 @@ __device__ __forceinline__ float4 ldx4(const float* p, bool aligned) {
     return make_float4(__ldg(p), __ldg(p + 1), __ldg(p + 2), __ldg(p + 3));
 }
 
-// S[r][t] += Σ_m f[r][m]·x[t][col + m] for the RW rows and tokens t < n (NT ≥ n registers).
-template <int NT>
+// S[r][t] += Σ_m f[r][m]·x[t][col + m] for the RW rows and tokens t < n (NT ≥ n registers). SX: x from the
+// padded shared-memory copy (NT = 1).
+template <int NT, bool SX>
 __device__ __forceinline__ void dot4(const GArgs& a, int col, const float (&f)[RW][4], float (&S)[RW][NT]) {
 EMBER_UNROLL
     for (int t = 0; t < NT; ++t) {
         if (t < a.n) {
-            const float4 x = ldx4(a.x + int64_t(t) * a.K + col, a.x_aligned);
+            const float4 x = SX ? *reinterpret_cast<const float4*>(a.xs + col + ((col >> a.pad_shift) << 2))
+                                : ldx4(a.x + int64_t(t) * a.K + col, a.x_aligned);
 EMBER_UNROLL
             for (int r = 0; r < RW; ++r) {
                 float s = S[r][t];
@@ -108,13 +112,13 @@ EMBER_UNROLL
 
 // Q4_0 (18 B): d; qs[16]. w[i] = d·(lo(qs[i]) − 8), w[i+16] = d·(hi(qs[i]) − 8).
 struct TQ4_0 {
-    static constexpr int UPB = 1, BB = 18;
+    static constexpr int UPB = 1, BB = 18, PAD_SHIFT = 5;
     struct Raw { uint32_t d, q[4]; };
     static __device__ void load(const GArgs& a, const uint8_t* blk, int, Raw& r) {
         r.d = ld_u16(blk);
         ld2<4>(blk + 2, a.end, r.q);
     }
-    template <int NT>
+    template <int NT, bool SX>
     static __device__ void unit(const GArgs& a, int b, int, const Raw (&R)[RW], float (&acc)[RW][NT]) {
         float S[RW][NT] = {}, D[RW], f[RW][4];
 EMBER_UNROLL
@@ -127,7 +131,7 @@ EMBER_UNROLL
 EMBER_UNROLL
                     for (int m = 0; m < 4; ++m) f[r][m] = code<8>(v, m);
                 }
-                dot4<NT>(a, b * 32 + 16 * hi + 4 * k, f, S);
+                dot4<NT, SX>(a, b * 32 + 16 * hi + 4 * k, f, S);
             }
 EMBER_UNROLL
         for (int r = 0; r < RW; ++r) D[r] = h2f(R[r].d);
@@ -137,10 +141,10 @@ EMBER_UNROLL
 
 // Q4_1 (20 B): d, m; qs[16]. w = d·q + m.
 struct TQ4_1 {
-    static constexpr int UPB = 1, BB = 20;
+    static constexpr int UPB = 1, BB = 20, PAD_SHIFT = 5;
     struct Raw { uint32_t q[5]; };  // q[0] = d | m << 16
     static __device__ void load(const GArgs& a, const uint8_t* blk, int, Raw& r) { ld2<5>(blk, a.end, r.q); }
-    template <int NT>
+    template <int NT, bool SX>
     static __device__ void unit(const GArgs& a, int b, int, const Raw (&R)[RW], float (&acc)[RW][NT]) {
         float D[RW], M[RW], f[RW][4];
 EMBER_UNROLL
@@ -155,7 +159,7 @@ EMBER_UNROLL
 EMBER_UNROLL
                     for (int m = 0; m < 4; ++m) f[r][m] = fmaf(D[r], code<0>(v, m), M[r]);
                 }
-                dot4<NT>(a, b * 32 + 16 * hi + 4 * k, f, acc);
+                dot4<NT, SX>(a, b * 32 + 16 * hi + 4 * k, f, acc);
             }
     }
 };
@@ -165,13 +169,13 @@ __device__ __forceinline__ uint32_t spread4(uint32_t nib) { return ((nib * 0x002
 
 // Q5_0 (22 B): d; qh (u32); qs[16]. q = nibble | bit_j(qh) << 4, w = d·(q − 16).
 struct TQ5_0 {
-    static constexpr int UPB = 1, BB = 22;
+    static constexpr int UPB = 1, BB = 22, PAD_SHIFT = 5;
     struct Raw { uint32_t d, q[5]; };  // q[0] = qh
     static __device__ void load(const GArgs& a, const uint8_t* blk, int, Raw& r) {
         r.d = ld_u16(blk);
         ld2<5>(blk + 2, a.end, r.q);
     }
-    template <int NT>
+    template <int NT, bool SX>
     static __device__ void unit(const GArgs& a, int b, int, const Raw (&R)[RW], float (&acc)[RW][NT]) {
         float S[RW][NT] = {}, D[RW], f[RW][4];
 EMBER_UNROLL
@@ -185,7 +189,7 @@ EMBER_UNROLL
 EMBER_UNROLL
                     for (int m = 0; m < 4; ++m) f[r][m] = code<16>(v, m);
                 }
-                dot4<NT>(a, b * 32 + 16 * hi + 4 * k, f, S);
+                dot4<NT, SX>(a, b * 32 + 16 * hi + 4 * k, f, S);
             }
 EMBER_UNROLL
         for (int r = 0; r < RW; ++r) D[r] = h2f(R[r].d);
@@ -195,13 +199,13 @@ EMBER_UNROLL
 
 // Q8_0 (34 B): d; int8 qs[32]. w = d·q.
 struct TQ8_0 {
-    static constexpr int UPB = 1, BB = 34;
+    static constexpr int UPB = 1, BB = 34, PAD_SHIFT = 5;
     struct Raw { uint32_t d, q[8]; };
     static __device__ void load(const GArgs& a, const uint8_t* blk, int, Raw& r) {
         r.d = ld_u16(blk);
         ld2<8>(blk + 2, a.end, r.q);
     }
-    template <int NT>
+    template <int NT, bool SX>
     static __device__ void unit(const GArgs& a, int b, int, const Raw (&R)[RW], float (&acc)[RW][NT]) {
         float S[RW][NT] = {}, D[RW], f[RW][4];
 EMBER_UNROLL
@@ -212,7 +216,7 @@ EMBER_UNROLL
 EMBER_UNROLL
                 for (int m = 0; m < 4; ++m) f[r][m] = code<128>(v, m);
             }
-            dot4<NT>(a, b * 32 + 4 * k, f, S);
+            dot4<NT, SX>(a, b * 32 + 4 * k, f, S);
         }
 EMBER_UNROLL
         for (int r = 0; r < RW; ++r) D[r] = h2f(R[r].d);
@@ -240,7 +244,7 @@ __device__ __forceinline__ void kscale(const uint32_t (&sc)[3], int s, uint32_t&
 // hi nibbles 2c+1; w = (d·sc)·q − dmin·mn.
 template <bool A16>
 struct TQ4_K {
-    static constexpr int UPB = 4, BB = 144;
+    static constexpr int UPB = 4, BB = 144, PAD_SHIFT = 6;
     struct Raw { uint32_t h[4], q[8]; };
     static __device__ void load(const GArgs& a, const uint8_t* blk, int c, Raw& r) {
         if constexpr (A16) {
@@ -251,7 +255,7 @@ struct TQ4_K {
             ld2<8>(blk + 16 + 32 * c, a.end, r.q);
         }
     }
-    template <int NT>
+    template <int NT, bool SX>
     static __device__ void unit(const GArgs& a, int b, int c, const Raw (&R)[RW], float (&acc)[RW][NT]) {
 EMBER_UNROLL
         for (int hi = 0; hi < 2; ++hi) {
@@ -271,7 +275,7 @@ EMBER_UNROLL
 EMBER_UNROLL
                     for (int m = 0; m < 4; ++m) f[r][m] = fmaf(D[r], code<0>(v, m), -M[r]);
                 }
-                dot4<NT>(a, b * 256 + 64 * c + 32 * hi + 4 * k, f, acc);
+                dot4<NT, SX>(a, b * 256 + 64 * c + 32 * hi + 4 * k, f, acc);
             }
         }
     }
@@ -280,7 +284,7 @@ EMBER_UNROLL
 // Q5_K (176 B): d, dmin; scales[12]; qh[32]; qs[128]. As Q4_K plus bit (2c + hi) of qh[l] as the 5th bit.
 template <bool A16>
 struct TQ5_K {
-    static constexpr int UPB = 4, BB = 176;
+    static constexpr int UPB = 4, BB = 176, PAD_SHIFT = 6;
     struct Raw { uint32_t h[4], qh[8], q[8]; };
     static __device__ void load(const GArgs& a, const uint8_t* blk, int c, Raw& r) {
         if constexpr (A16) {
@@ -293,7 +297,7 @@ struct TQ5_K {
             ld2<8>(blk + 48 + 32 * c, a.end, r.q);
         }
     }
-    template <int NT>
+    template <int NT, bool SX>
     static __device__ void unit(const GArgs& a, int b, int c, const Raw (&R)[RW], float (&acc)[RW][NT]) {
 EMBER_UNROLL
         for (int hi = 0; hi < 2; ++hi) {
@@ -314,7 +318,7 @@ EMBER_UNROLL
 EMBER_UNROLL
                     for (int m = 0; m < 4; ++m) f[r][m] = fmaf(D[r], code<0>(v, m), -M[r]);
                 }
-                dot4<NT>(a, b * 256 + 64 * c + 32 * hi + 4 * k, f, acc);
+                dot4<NT, SX>(a, b * 256 + 64 * c + 32 * hi + 4 * k, f, acc);
             }
         }
     }
@@ -324,7 +328,7 @@ EMBER_UNROLL
 // element 128h + 32k + l has q = (nibble (k ≥ 2 ? hi : lo) of ql[64h + 32(k & 1) + l]) | ((qh[32h + l] >> 2k) & 3)
 // << 4 and scale index 8h + 2k + lh; w = (d·sc)·(q − 32).
 struct TQ6_K {
-    static constexpr int UPB = 4, BB = 210;
+    static constexpr int UPB = 4, BB = 210, PAD_SHIFT = 7;
     struct Raw { uint32_t la[4], lb[4], qh[4], sc[2], d; };
     static __device__ void load(const GArgs& a, const uint8_t* blk, int u, Raw& r) {
         const int h = u >> 1, lh = u & 1;
@@ -334,7 +338,7 @@ struct TQ6_K {
         ld2<2>(blk + 192 + 8 * h, a.end, r.sc);
         r.d = ld_u16(blk + 208);
     }
-    template <int NT>
+    template <int NT, bool SX>
     static __device__ void unit(const GArgs& a, int b, int u, const Raw (&R)[RW], float (&acc)[RW][NT]) {
         const int h = u >> 1, lh = u & 1;
 EMBER_UNROLL
@@ -349,7 +353,7 @@ EMBER_UNROLL
 EMBER_UNROLL
                     for (int m = 0; m < 4; ++m) f[r][m] = code<32>(v, m);
                 }
-                dot4<NT>(a, b * 256 + 128 * h + 32 * k + 16 * lh + 4 * j, f, S);
+                dot4<NT, SX>(a, b * 256 + 128 * h + 32 * k + 16 * lh + 4 * j, f, S);
             }
 EMBER_UNROLL
             for (int r = 0; r < RW; ++r) {

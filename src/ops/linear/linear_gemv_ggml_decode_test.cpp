@@ -77,7 +77,7 @@ void emulate(const GArgs& a, std::vector<float>& y) {
                 const int un = u + 32;
                 if (un < a.upr)
                     for (int r = 0; r < RW; ++r) T::load(a, rowp[r] + (un / T::UPB) * T::BB, un % T::UPB, nxt[r]);
-                T::template unit<NT>(a, u / T::UPB, u % T::UPB, cur, acc);
+                T::template unit<NT, false>(a, u / T::UPB, u % T::UPB, cur, acc);
                 for (int r = 0; r < RW; ++r) cur[r] = nxt[r];
                 u = un;
             }
