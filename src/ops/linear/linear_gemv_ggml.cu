@@ -10,8 +10,9 @@
 // every 2^PAD_SHIFT columns (per type, so that the 8 lanes of a quarter warp — 8 different units — read their
 // float4 from distinct banks: 4 wavefronts per warp load instead of one L1 line per lane pair, which made the
 // L1 the limit: Llama-8B Q6_K 40 → 28 µs, Q8_0 50 → 23 µs, Q4_0 45 → 19 µs on the H200); the grid is then capped
-// at the resident blocks and warps walk row groups. Otherwise (n > 1, or x over 96 KiB) x is read through L1
-// (float4). Warp-shuffle reduction, fixed order.
+// at the resident blocks and warps walk row groups. The same for n ≤ 8 tokens while n·K padded floats fit in
+// 200 KiB (then one block per SM, still far ahead of L1 reads); beyond, x is read through L1 (float4).
+// Warp-shuffle reduction, fixed order.
 // Grid: one warp per RW rows, 8 warps per block. No workspace, no allocation: capturable in a CUDA graph.
 // Cost: ~3 instructions per code to decode + n FMAs, so n = 1 runs near the issue limit at HBM speed and larger
 // n is compute-bound (a tensor-core path like linear_gemv_q.cu would be the next step).
@@ -37,12 +38,15 @@ template <class T, int NT, bool SX>
 __global__ void __launch_bounds__(kThreads) gemv_ggml_kernel(const GArgs a0) {
     extern __shared__ float4 xs4[];  // SX: x padded (GArgs::xs)
     GArgs a = a0;
-    if constexpr (SX) {  // one token: stage x once per block, 4 pad floats after every 2^PAD_SHIFT columns
+    if constexpr (SX) {  // stage x once per block, 4 pad floats after every 2^PAD_SHIFT columns
         float* xs = reinterpret_cast<float*>(xs4);
-        for (int c = 4 * int(threadIdx.x); c < a.K; c += 4 * kThreads)
-            *reinterpret_cast<float4*>(xs + c + ((c >> T::PAD_SHIFT) << 2)) = ldx4(a.x + c, a.x_aligned);
+        const int stride = a.K + ((a.K >> T::PAD_SHIFT) << 2);
+        for (int t = 0; t < a.n; ++t)
+            for (int c = 4 * int(threadIdx.x); c < a.K; c += 4 * kThreads)
+                *reinterpret_cast<float4*>(xs + t * stride + c + ((c >> T::PAD_SHIFT) << 2)) =
+                    ldx4(a.x + int64_t(t) * a.K + c, a.x_aligned);
         __syncthreads();
-        a.xs = xs, a.pad_shift = T::PAD_SHIFT;
+        a.xs = xs, a.pad_shift = T::PAD_SHIFT, a.xs_stride = stride;
     }
     const int lane = threadIdx.x & 31;
     // Row groups of RW rows, one per warp; a block's warps walk the groups with the grid's stride (SX grids are
@@ -82,8 +86,8 @@ __global__ void __launch_bounds__(kThreads) gemv_ggml_kernel(const GArgs a0) {
     }
 }
 
-// x in shared memory for one token when it fits in kMaxSmemX bytes (padded); EMBER_GGML_SMEM_X=0 turns it off.
-constexpr int kMaxSmemX = 96 * 1024;
+// x in shared memory when it fits in kMaxSmemX bytes (padded); EMBER_GGML_SMEM_X=0 turns it off.
+constexpr int kMaxSmemX = 200 * 1024;
 bool smem_x_enabled() {
     static const bool on = [] {
         const char* e = std::getenv("EMBER_GGML_SMEM_X");
@@ -92,23 +96,31 @@ bool smem_x_enabled() {
     return on;
 }
 
+template <class T, int NT>
+void launch_sx(const GArgs& a, size_t smem, unsigned blocks, cudaStream_t st) {
+    auto k = gemv_ggml_kernel<T, NT, true>;
+    static int sms = 0;
+    if (sms == 0) {
+        int dev = 0;
+        CUDA_CHECK(cudaGetDevice(&dev));
+        CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+        CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, kMaxSmemX));
+    }
+    int per_sm = 0;
+    CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k, kThreads, smem));
+    const unsigned cap = unsigned(std::max(1, per_sm) * sms);
+    k<<<std::min(blocks, cap), kThreads, smem, st>>>(a);
+}
+
 template <class T>
 void launch_n(const GArgs& a, cudaStream_t st) {
     const unsigned blocks = unsigned((a.rows + kWarps * RW - 1) / (kWarps * RW));
-    const size_t smem = size_t(a.K + ((a.K >> T::PAD_SHIFT) << 2)) * sizeof(float);
-    if (a.n == 1 && smem <= size_t(kMaxSmemX) && smem_x_enabled()) {
-        auto k = gemv_ggml_kernel<T, 1, true>;
-        static int sms = 0;
-        if (sms == 0) {
-            int dev = 0;
-            CUDA_CHECK(cudaGetDevice(&dev));
-            CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-            CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, kMaxSmemX));
-        }
-        int per_sm = 0;
-        CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k, kThreads, smem));
-        const unsigned cap = unsigned(std::max(1, per_sm) * sms);
-        k<<<std::min(blocks, cap), kThreads, smem, st>>>(a);
+    const size_t smem = size_t(a.n) * size_t(a.K + ((a.K >> T::PAD_SHIFT) << 2)) * sizeof(float);
+    if (smem <= size_t(kMaxSmemX) && smem_x_enabled()) {
+        if (a.n <= 1) launch_sx<T, 1>(a, smem, blocks, st);
+        else if (a.n <= 2) launch_sx<T, 2>(a, smem, blocks, st);
+        else if (a.n <= 4) launch_sx<T, 4>(a, smem, blocks, st);
+        else launch_sx<T, 8>(a, smem, blocks, st);
         return;
     }
     if (a.n <= 1) gemv_ggml_kernel<T, 1, false><<<blocks, kThreads, 0, st>>>(a);

@@ -29,8 +29,9 @@ struct GArgs {
     int64_t rows, row_bytes;
     int K, n, upr;  // columns, tokens, units per row
     int x_aligned;
-    const float* xs;  // SX kernels: x (one token) staged in shared memory, 4 pad floats after every 2^pad_shift
-    int pad_shift;    // columns, so that the lanes of a quarter warp read 16-byte pieces in distinct banks
+    const float* xs;  // SX kernels: x staged in shared memory, token t at xs + t·xs_stride, 4 pad floats after
+    int pad_shift;    // every 2^pad_shift columns, so that the lanes of a quarter warp read 16-byte pieces in
+    int xs_stride;    // distinct banks
 };
 
 #ifndef EMBER_GGML_HOST_EMU  // (a host harness may provide h2f and the intrinsics to check the decoders on a CPU)
@@ -78,13 +79,13 @@ __device__ __forceinline__ float4 ldx4(const float* p, bool aligned) {
 }
 
 // S[r][t] += Σ_m f[r][m]·x[t][col + m] for the RW rows and tokens t < n (NT ≥ n registers). SX: x from the
-// padded shared-memory copy (NT = 1).
+// padded shared-memory copy.
 template <int NT, bool SX>
 __device__ __forceinline__ void dot4(const GArgs& a, int col, const float (&f)[RW][4], float (&S)[RW][NT]) {
 EMBER_UNROLL
     for (int t = 0; t < NT; ++t) {
         if (t < a.n) {
-            const float4 x = SX ? *reinterpret_cast<const float4*>(a.xs + col + ((col >> a.pad_shift) << 2))
+            const float4 x = SX ? *reinterpret_cast<const float4*>(a.xs + t * a.xs_stride + col + ((col >> a.pad_shift) << 2))
                                 : ldx4(a.x + int64_t(t) * a.K + col, a.x_aligned);
 EMBER_UNROLL
             for (int r = 0; r < RW; ++r) {

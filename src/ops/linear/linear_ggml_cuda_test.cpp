@@ -138,6 +138,18 @@ TEST(LinearGgmlCuda, AllTypesMatchReference) {
     }
 }
 
+// More rows than the resident blocks' warps cover in one pass: with x staged in shared memory the grid is capped at
+// the resident blocks and each warp walks several row groups (the test above never leaves the first pass).
+TEST(LinearGgmlCuda, ManyRowsWalkRowGroups) {
+    SKIP_WITHOUT_GPU();
+    uint32_t seed = 900;
+    for (GgmlType t : kQuantTypes) {
+        const int64_t k = ggml_type_traits(t).block_elems == 32 ? 96 : 256;
+        auto c = make_gcase(t, 40013, k, 3, seed++);
+        for (int64_t n : {1, 3}) check(*c, n, "linear", [&](float* y) { run(*c, n, y); });
+    }
+}
+
 // Q4_0 / Q4_1 / Q8_0 / Q4_K as the CUDA backend stores them (weight_repack.h: exact affine group 32), run by the affine
 // kernels, against the reference of the GGML blocks: rows 1, 17, 67, 4099; n = 1..8 and 9, 17.
 TEST(LinearGgmlCuda, RepackedAffineMatchesReference) {
