@@ -15,9 +15,10 @@
 // Warp-shuffle reduction, fixed order.
 // Grid: one warp per RW rows, 8 warps per block. No workspace, no allocation: capturable in a CUDA graph.
 // Cost: ~3 instructions per code to decode + n FMAs. One token reaches 37–65 % of copy bandwidth on Llama-8B
-// shapes (Q6_K 41 %, Q8_0 63 %); coalescing the weight loads through shared memory as well did not help (tried,
-// ±5 %), so L1 traffic is no longer the limit — not yet profiled. Larger n is compute-bound (a tensor-core path
-// like linear_gemv_q.cu would be the next step).
+// shapes (Q6_K 41 %, Q8_0 63 %). Nsight Compute now shows few eligible warps (occupancy 22–25 %: registers, x in
+// shared memory) waiting mostly on the shared-memory x reads; coalesced weight loads, deeper prefetch, split K and
+// x read ahead into registers were tried and did not pay (bench/results/2026-12-01-h200-ggml-smem-x.md). Larger n
+// is compute-bound (a tensor-core path like linear_gemv_q.cu would be the next step).
 #include <cuda_fp16.h>
 
 #include <algorithm>
