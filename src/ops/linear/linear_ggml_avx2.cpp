@@ -34,26 +34,8 @@ namespace {
 // ---------------------------------------------------------------- AVX2 tile
 template <class D, int R, int T>
 void tile_avx2(const Args& a, int64_t r, int64_t t0) {
-    const Weight& W = *a.W;
-    const int64_t K = W.cols, nb = K / D::BE, ldw = nb * D::BB, ns = K / 32;
-    const uint8_t* w0 = static_cast<const uint8_t*>(W.data) + r * ldw;
-    __m256 acc[R][T];
-    float macc[R][T];  // MIN == 1
-    for (int i = 0; i < R; ++i)
-        for (int j = 0; j < T; ++j) acc[i][j] = _mm256_setzero_ps(), macc[i][j] = 0.0f;
-    struct Stage {
-        alignas(32) int8_t buf[R][D::BE];
-        typename D::St st[R];
-    };
-    auto prep = [&](int64_t blk, Stage& g) {
-        const uint8_t* w = w0 + blk * D::BB;
-        if constexpr (T == 1)  // single token is memory-bound: fetch the next tile's rows one tile ahead
-            for (int i = 0; i < R; ++i)
-                for (int o = 0; o < D::BB; o += 64) prefetch(w, (R + i) * ldw + o);
-        for (int i = 0; i < R; ++i) D::prep(w + i * ldw, g.buf[i], g.st[i]);
-    };
-    auto consume = [&](int64_t blk, const Stage& g) {
-        const uint8_t* w = w0 + blk * D::BB;
+    const int64_t K = a.W->cols, ldw = K / D::BE * D::BB;
+    tile_frame<D, R, T>(a, r, t0, [&](int64_t blk, const uint8_t* w, const Stage<D, R>& g, __m256 (&acc)[R][T]) {
         const float* x = a.x + t0 * K + blk * D::BE;
         for (int s = 0; s < D::NS; ++s) {
             __m256 sub[R][T] = {};  // (each is set at v == 0; the initialisation only quiets -Wmaybe-uninitialized)
@@ -71,30 +53,7 @@ void tile_avx2(const Args& a, int64_t r, int64_t t0) {
                 for (int j = 0; j < T; ++j) acc[i][j] = _mm256_fmadd_ps(sub[i][j], sc, acc[i][j]);
             }
         }
-        if constexpr (D::MIN == 1) {  // + m·Σx over the block
-            for (int j = 0; j < T; ++j) {
-                const float xs = a.xsum[(t0 + j) * ns + blk];
-                for (int i = 0; i < R; ++i) macc[i][j] = fmadd1(g.st[i].m, xs, macc[i][j]);
-            }
-        } else if constexpr (D::MIN == 2) {  // + Σ_s (−dmin·mn_s)·Σx_s, lane s = sub-block s
-            for (int j = 0; j < T; ++j) {
-                const __m256 xs = _mm256_loadu_ps(a.xsum + (t0 + j) * ns + blk * 8);
-                for (int i = 0; i < R; ++i) acc[i][j] = _mm256_fmadd_ps(g.st[i].mn, xs, acc[i][j]);
-            }
-        }
-    };
-    Stage A, B;
-    prep(0, A);
-    for (int64_t blk = 0; blk < nb; blk += 2) {
-        if (blk + 1 < nb) prep(blk + 1, B);
-        consume(blk, A);
-        if (blk + 1 < nb) {
-            if (blk + 2 < nb) prep(blk + 2, A);
-            consume(blk + 1, B);
-        }
-    }
-    for (int i = 0; i < R; ++i)
-        for (int j = 0; j < T; ++j) a.y[(t0 + j) * W.rows + r + i] = hsum(acc[i][j]) + macc[i][j];
+    });
 }
 
 // ---------------------------------------------------------------- AVX-512 tile (tile_avx2 with 16 lanes)

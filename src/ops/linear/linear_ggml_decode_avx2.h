@@ -19,6 +19,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "ops/linear/linear_kernels.h"
+
 namespace ember::linear_detail {
 namespace {
 
@@ -186,6 +188,64 @@ struct Q6_K {
     }
     static const int8_t* codes(const uint8_t*, const int8_t* buf, int s) { return buf + 16 * s; }
 };
+
+
+// ---------------------------------------------------------------- the tile frame
+// Shared by the AVX2 tiles of both files: y for R rows × T tokens from fp32 accumulators. Each block is decoded
+// once per tile; the block after the one being consumed is decoded first (two stages), so the consumer's loads of
+// the codes do not wait on the decoder's stores. product(blk, w, g, acc) adds the block's scale·Σ code·x terms
+// (w: the block in the tile's first row, g: its decoded stage); the frame adds the offsets of the types with a
+// min in Σx form from Args::xsum (Q4_1 m·Σx_block as a scalar chain, Q4_K/Q5_K (−dmin·mn_s)·Σx_s as one 8-lane
+// FMA) and stores hsum(acc) (+ the chain). Every (row, token) sees the same operation sequence whatever R and T.
+template <class D, int R>
+struct Stage {
+    alignas(32) int8_t buf[R][D::BE];
+    typename D::St st[R];
+};
+
+template <class D, int R, int T, class Product>
+inline void tile_frame(const Args& a, int64_t r, int64_t t0, Product&& product) {
+    const Weight& W = *a.W;
+    const int64_t K = W.cols, nb = K / D::BE, ldw = nb * D::BB, ns = K / 32;
+    const uint8_t* w0 = static_cast<const uint8_t*>(W.data) + r * ldw;
+    __m256 acc[R][T];
+    float macc[R][T];  // MIN == 1
+    for (int i = 0; i < R; ++i)
+        for (int j = 0; j < T; ++j) acc[i][j] = _mm256_setzero_ps(), macc[i][j] = 0.0f;
+    auto prep = [&](int64_t blk, Stage<D, R>& g) {
+        const uint8_t* w = w0 + blk * D::BB;
+        if constexpr (T == 1)  // single token is memory-bound: fetch the next tile's rows one tile ahead
+            for (int i = 0; i < R; ++i)
+                for (int o = 0; o < D::BB; o += 64) prefetch(w, (R + i) * ldw + o);
+        for (int i = 0; i < R; ++i) D::prep(w + i * ldw, g.buf[i], g.st[i]);
+    };
+    auto consume = [&](int64_t blk, const Stage<D, R>& g) {
+        product(blk, w0 + blk * D::BB, g, acc);
+        if constexpr (D::MIN == 1) {  // + m·Σx over the block
+            for (int j = 0; j < T; ++j) {
+                const float xs = a.xsum[(t0 + j) * ns + blk];
+                for (int i = 0; i < R; ++i) macc[i][j] = fmadd1(g.st[i].m, xs, macc[i][j]);
+            }
+        } else if constexpr (D::MIN == 2) {  // + Σ_s (−dmin·mn_s)·Σx_s, lane s = sub-block s
+            for (int j = 0; j < T; ++j) {
+                const __m256 xs = _mm256_loadu_ps(a.xsum + (t0 + j) * ns + blk * 8);
+                for (int i = 0; i < R; ++i) acc[i][j] = _mm256_fmadd_ps(g.st[i].mn, xs, acc[i][j]);
+            }
+        }
+    };
+    Stage<D, R> A, B;
+    prep(0, A);
+    for (int64_t blk = 0; blk < nb; blk += 2) {
+        if (blk + 1 < nb) prep(blk + 1, B);
+        consume(blk, A);
+        if (blk + 1 < nb) {
+            if (blk + 2 < nb) prep(blk + 2, A);
+            consume(blk + 1, B);
+        }
+    }
+    for (int i = 0; i < R; ++i)
+        for (int j = 0; j < T; ++j) a.y[(t0 + j) * W.rows + r + i] = hsum(acc[i][j]) + macc[i][j];
+}
 
 }  // namespace
 }  // namespace ember::linear_detail

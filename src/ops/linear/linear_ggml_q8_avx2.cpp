@@ -30,26 +30,8 @@ inline __m256i dot32(__m256i c, __m256i q) {
 
 template <class D, int R, int T>
 void tile_q8(const Args& a, int64_t r, int64_t t0) {
-    const Weight& W = *a.W;
-    const int64_t K = W.cols, nb = K / D::BE, ldw = nb * D::BB, ns = K / 32;
-    __m256 acc[R][T];
-    float macc[R][T];  // MIN == 1
-    for (int i = 0; i < R; ++i)
-        for (int j = 0; j < T; ++j) acc[i][j] = _mm256_setzero_ps(), macc[i][j] = 0.0f;
-    const uint8_t* w0 = static_cast<const uint8_t*>(W.data) + r * ldw;
-    struct Stage {
-        alignas(32) int8_t buf[R][D::BE];
-        typename D::St st[R];
-    };
-    auto prep = [&](int64_t blk, Stage& g) {
-        const uint8_t* w = w0 + blk * D::BB;
-        if constexpr (T == 1)
-            for (int i = 0; i < R; ++i)
-                for (int o = 0; o < D::BB; o += 64) prefetch(w, (R + i) * ldw + o);
-        for (int i = 0; i < R; ++i) D::prep(w + i * ldw, g.buf[i], g.st[i]);
-    };
-    auto consume = [&](int64_t blk, const Stage& g) {
-        const uint8_t* w = w0 + blk * D::BB;
+    const int64_t K = a.W->cols, ldw = K / D::BE * D::BB, ns = K / 32;
+    tile_frame<D, R, T>(a, r, t0, [&](int64_t blk, const uint8_t* w, const Stage<D, R>& g, __m256 (&acc)[R][T]) {
         for (int c = 0; c < D::BE / 32; ++c) {  // 32-column chunk c of the block
             const int64_t c32 = blk * (D::BE / 32) + c;
             __m256i qv[T];
@@ -67,30 +49,7 @@ void tile_q8(const Args& a, int64_t r, int64_t t0) {
                     acc[i][j] = _mm256_fmadd_ps(_mm256_mul_ps(sc, dx[j]), _mm256_cvtepi32_ps(dot32(cv, qv[j])), acc[i][j]);
             }
         }
-        if constexpr (D::MIN == 1) {
-            for (int j = 0; j < T; ++j) {
-                const float xs = a.xsum[(t0 + j) * ns + blk];
-                for (int i = 0; i < R; ++i) macc[i][j] = fmadd1(g.st[i].m, xs, macc[i][j]);
-            }
-        } else if constexpr (D::MIN == 2) {
-            for (int j = 0; j < T; ++j) {
-                const __m256 xs = _mm256_loadu_ps(a.xsum + (t0 + j) * ns + blk * 8);
-                for (int i = 0; i < R; ++i) acc[i][j] = _mm256_fmadd_ps(g.st[i].mn, xs, acc[i][j]);
-            }
-        }
-    };
-    Stage A, B;
-    prep(0, A);
-    for (int64_t blk = 0; blk < nb; blk += 2) {
-        if (blk + 1 < nb) prep(blk + 1, B);
-        consume(blk, A);
-        if (blk + 1 < nb) {
-            if (blk + 2 < nb) prep(blk + 2, A);
-            consume(blk + 1, B);
-        }
-    }
-    for (int i = 0; i < R; ++i)
-        for (int j = 0; j < T; ++j) a.y[(t0 + j) * W.rows + r + i] = hsum(acc[i][j]) + macc[i][j];
+    });
 }
 
 template <class D>
