@@ -8,6 +8,10 @@
 //      affine group 32 with F16 scales, weight_repack.h, run by the q kernel), with a summary table of the two.
 //   4. (--sweep) launch-shape sweep of the q kernel (groups per MMA, K slices, programmatic dependent launch)
 //      on four shapes, to tune the automatic choice.
+//   4b. (--tiled, default on) large matrices (LM heads, ≥ 28 MB projections) as the CUDA upload stores the ≥ 64 MiB
+//      ones: tiled (weight_tiles.h) and run by the "stream" kernel, next to the q kernel on the row-major copy —
+//      MLX q4 g64 bf16 / q8 g64 bf16 and GGML Q4_0 / Q4_K / Q8_0 (repacked to affine g32 F16 / F32 first; Q4_1 is
+//      Q4_0's format) and Q6_K (tiled from its blocks; compared with the Q6_K block kernel).
 //   5. prefill n = 512: the exact GEMV in 8-token chunks (what linear() does) and the opt-in bf16 cuBLAS GEMM.
 //
 // Build: cmake -DEMBER_CUDA=ON (target gemv_bench), or see scripts/gpu-check.sh. Run: gemv_bench [--quick]
@@ -34,8 +38,10 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device.h"
+#include "core/check.h"
 #include "bench_timing.cuh"
 #include "ops/linear/linear_cuda.h"
+#include "ops/linear/weight_tiles.h"
 #include "quant/ggml_type.h"
 
 using namespace ember;
@@ -244,10 +250,38 @@ struct Summary {
     double new_us, old_us, pct;
 };
 
+// The copies of an AFFINE weight re-laid out as the upload stores large ones (weight_tiles.h): copy 0 tiled on the
+// host, the others device copies of it (only the rotation matters for timing).
+void make_tiled(const Copies& A, Copies& T) {
+    const Weight& a = A.w[0];
+    const size_t data_b = size_t(a.rows * a.row_bytes()), sb_b = size_t(a.rows * a.row_sb_bytes());
+    std::vector<uint8_t> d(data_b), s(sb_b), b(sb_b);
+    CUDA_CHECK(cudaMemcpy(d.data(), a.data, data_b, cudaMemcpyDeviceToHost));
+    if (sb_b) {  // (AFFINE; GGML blocks carry their scales)
+        CUDA_CHECK(cudaMemcpy(s.data(), a.scales, sb_b, cudaMemcpyDeviceToHost));
+        CUDA_CHECK(cudaMemcpy(b.data(), a.biases, sb_b, cudaMemcpyDeviceToHost));
+    }
+    Weight h = a;
+    h.data = d.data(), h.scales = s.data(), h.biases = b.data();
+    auto t = tile_weight(h);
+    EMBER_CHECK(t.is_ok(), "%s", t.message().c_str());
+    T.bytes = t.value().w.total_bytes();
+    for (size_t i = 0; i < A.w.size(); ++i) {
+        Weight w = t.value().w;
+        void* dc = dmalloc(t.value().codes.size());
+        void* ds = dmalloc(t.value().sb.size());
+        T.bufs.push_back(dc), T.bufs.push_back(ds);
+        CUDA_CHECK(cudaMemcpy(dc, t.value().codes.data(), t.value().codes.size(), cudaMemcpyHostToDevice));
+        CUDA_CHECK(cudaMemcpy(ds, t.value().sb.data(), t.value().sb.size(), cudaMemcpyHostToDevice));
+        w.data = dc, w.scales = ds;
+        T.w.push_back(w);
+    }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-    bool quick = false, sweep = false, ggml = true, prefill = true;
+    bool quick = false, sweep = false, ggml = true, prefill = true, tiled = true;
     const char* only = nullptr;
     int only_n = 0;
     for (int i = 1; i < argc; ++i) {
@@ -256,6 +290,7 @@ int main(int argc, char** argv) {
         else if (!std::strcmp(argv[i], "--no-ggml")) ggml = false;
         else if (!std::strcmp(argv[i], "--hot")) g_hot = true;
         else if (!std::strcmp(argv[i], "--no-prefill")) prefill = false;
+        else if (!std::strcmp(argv[i], "--no-tiled")) tiled = false;
         else if (!std::strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
         else if (!std::strcmp(argv[i], "--n") && i + 1 < argc) only_n = std::atoi(argv[++i]);
     }
@@ -382,6 +417,54 @@ int main(int argc, char** argv) {
             }
     }
 
+    // ---- 4b: large matrices, tiled stream kernel vs q kernel ----
+    std::vector<Summary> tiled_summary;
+    if (tiled) {
+        struct TS { const char* name; int64_t rows, cols; };
+        const TS ts[] = {{"2B lm head", 248320, 2048},      {"9B lm head", 248320, 4096},
+                         {"27B lm head", 248320, 5120},     {"Llama-8B lm head", 128256, 4096},
+                         {"9B mlp gate/up", 12288, 4096},   {"27B mlp gate/up", 17408, 5120}};
+        const Fmt tf[] = {{"q4 g64 bf16", Kind::AFFINE, 4, 64},
+                          {"Q4_0 as affine g32 f16", Kind::AFFINE, 4, 32, GgmlType::F32, DType::F16},
+                          {"Q4_K as affine g32 f32", Kind::AFFINE, 4, 32, GgmlType::F32, DType::F32},
+                          {"Q8_0 as affine q8 g32 f16", Kind::AFFINE, 8, 32, GgmlType::F32, DType::F16},
+                          {"q8 g64 bf16", Kind::AFFINE, 8, 64},
+                          {"Q6_K", Kind::GGML, 0, 0, GgmlType::Q6_K}};
+        std::printf("\n## large matrices: tiled stream kernel vs q kernel (graph µs, n = 1 and 2)\n\n");
+        std::printf("| shape | format | n | MB | floor µs | row-major µs (q kernel; Q6_K: block kernel) | %% of copy bw | "
+                    "stream kernel | stream µs | stream GB/s | stream %% of copy bw (tiled bytes) | (source bytes) | "
+                    "speed-up |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+        for (const TS& sh : ts) {
+            if (only && std::string(sh.name).find(only) == std::string::npos) continue;
+            for (const Fmt& f : tf) {
+                if ((f.gs != 64 || f.bits == 8) && std::string(sh.name).find("Llama") == std::string::npos &&
+                    std::string(sh.name).find("9B lm") == std::string::npos)
+                    continue;  // GGML and 8-bit formats on the Llama head and one more head
+                Copies C, T;
+                make_copies(C, f, sh.rows, sh.cols, c.l2);
+                make_tiled(C, T);
+                for (int n : {1, 2}) {
+                    if (!want_n(n)) continue;
+                    const Shape s{"", sh.name, sh.rows, sh.cols};
+                    const double bytes = bytes_of(C, s, n), floor = bytes / c.bw;
+                    const double tb = bytes_of(T, s, n), tfloor = tb / c.bw;
+                    const Timing tq = time_gemv(c, C, n, t_new);  // (GGML: the block kernel)
+                    const Timing tt = time_gemv(c, T, n, {});
+                    char kern[128];
+                    linear_gemv_describe(T.w[0], n, kern, sizeof kern);
+                    std::printf("| %s | %s | %d | %.1f | %.1f | %.1f | %.0f %% | %s | %.1f | %.0f | %.1f %% | %.1f %% | %.2f× |\n",
+                                sh.name, f.name, n, bytes / 1e6, floor * 1e6, tq.graph_s * 1e6, 100.0 * floor / tq.graph_s,
+                                kern, tt.graph_s * 1e6, tb / tt.graph_s / 1e9, 100.0 * tfloor / tt.graph_s,
+                                100.0 * floor / tt.graph_s, tq.graph_s / tt.graph_s);
+                    std::fflush(stdout);
+                    char what[160];
+                    std::snprintf(what, sizeof what, "%s %s n=%d (%.0f MB)", sh.name, f.name, n, tb / 1e6);
+                    tiled_summary.push_back({what, tt.graph_s * 1e6, tq.graph_s * 1e6, 100.0 * tfloor / tt.graph_s});
+                }
+            }
+        }
+    }
+
     // ---- 4: q-kernel launch-shape sweep ----
     if (sweep && !only) {
         std::printf("\n## q kernel sweep (q4 g64 bf16; graph µs; auto = the automatic choice)\n\n");
@@ -455,6 +538,14 @@ int main(int argc, char** argv) {
         for (const Summary& s : ggml_summary)
             std::printf("| %s | %.1f | %.1f | %.2f× | %.0f %% |\n", s.what.c_str(), s.new_us, s.old_us, s.old_us / s.new_us,
                         s.pct);
+    }
+    if (!tiled_summary.empty()) {
+        std::printf("\n## summary: large matrices, tiled stream kernel (what the upload stores ≥ 64 MiB as) vs q kernel "
+                    "(graph µs; row-major = q kernel, Q6_K: block kernel)\n\n| shape | stream µs | row-major µs | speed-up | stream %% of "
+                    "copy bw |\n|---|---|---|---|---|\n");
+        for (const Summary& s : tiled_summary)
+            std::printf("| %s | %.1f | %.1f | %.2f× | %.1f %% |\n", s.what.c_str(), s.new_us, s.old_us,
+                        s.old_us / s.new_us, s.pct);
     }
     CUDA_CHECK(cudaFree(c.x));
     CUDA_CHECK(cudaFree(c.y));

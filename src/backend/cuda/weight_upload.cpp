@@ -7,7 +7,9 @@
 #include <deque>
 
 #include "ops/linear/linear.h"
+#include "ops/linear/linear_cuda.h"
 #include "ops/linear/weight_repack.h"
+#include "ops/linear/weight_tiles.h"
 
 namespace ember::cuda {
 namespace {
@@ -60,6 +62,18 @@ std::vector<const Weight*> device_forms(const std::vector<const Weight*>& parts,
     return out;
 }
 
+// The tiling rule (weight_upload.h): EMBER_TILED=0 off, 1 every supported matrix, else ≥ 64 MiB. The stream kernel
+// reaches 88–94 % of copy bandwidth on 290–570 MB heads where the q kernel reaches ~66 %; on ≤ 30 MB matrices its
+// one-block-per-SM runs of 256 rows leave SMs idle and it loses to the q kernel (bench/results, 2026-12-01 stream).
+bool tile_it(const Weight& w) {
+    static const int mode = [] {
+        const char* e = std::getenv("EMBER_TILED");
+        return !e ? 0 : e[0] == '0' ? 2 : e[0] == '1' ? 1 : 0;
+    }();
+    if (mode == 2 || !tiles_supported(w) || !detail::gemv_stream_fits(tiled_form(w))) return false;
+    return mode == 1 || w.total_bytes() >= (int64_t(64) << 20);
+}
+
 }  // namespace
 
 bool DeviceArena::repackable_for_fusion(const Weight& w) {
@@ -77,10 +91,19 @@ Expected<const void*> DeviceArena::put(const void* src, size_t bytes, const char
     return static_cast<const void*>(bufs_.back().get());
 }
 
-Expected<Weight> DeviceArena::upload(const Weight& w0, const char* what) {
+Expected<Weight> DeviceArena::upload(const Weight& w0, const char* what) { return upload_impl(w0, what, true); }
+
+Expected<Weight> DeviceArena::upload_impl(const Weight& w0, const char* what, bool allow_tiles) {
     EMBER_REQUIRE(!w0.act_q8, "%s: 8-bit activations (llama.cpp's CPU numerics) run on the CPU only", what);
     std::deque<RepackedWeight> keep;
     const Weight& w = *device_forms({&w0}, keep, repack_all_)[0];
+    if (allow_tiles && tile_it(w)) {
+        EMBER_ASSIGN(TiledWeight t, tile_weight(w));
+        Weight d = t.w;
+        EMBER_ASSIGN(d.data, put(t.codes.data(), t.codes.size(), what));
+        EMBER_ASSIGN(d.scales, put(t.sb.data(), t.sb.size(), what));
+        return d;
+    }
     Weight d = w;
     EMBER_ASSIGN(d.data, put(w.data, static_cast<size_t>(w.rows * w.row_bytes()), what));
     if (w.format == WeightFormat::AFFINE) {
@@ -143,7 +166,7 @@ Status DeviceArena::upload_group(const std::vector<const Weight*>& parts0, Weigh
 }
 
 Expected<Weight> DeviceArena::upload_gather_table(const Weight& E, const char* what) {
-    if (E.format != WeightFormat::GGML) return upload(E, what);
+    if (E.format != WeightFormat::GGML) return upload_impl(E, what, false);  // the gather reads rows as stored
     std::vector<float> table(static_cast<size_t>(E.rows * E.cols));
     for (int64_t r = 0; r < E.rows; ++r) weight_row(E, r, &table[static_cast<size_t>(r * E.cols)]);
     EMBER_ASSIGN(const float* p, upload(table, what));

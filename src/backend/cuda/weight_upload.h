@@ -11,6 +11,10 @@ namespace ember::cuda {
 // GGML Q4_0 / Q4_1 / Q8_0 / Q4_K matrices uploaded in groups (one matrix, or stacked parts) of ≥ 8 MiB are stored
 // re-expressed exactly as affine group-32 weights (weight_repack.h), so they run through the streaming affine GEMV
 // (EMBER_GGML_REPACK=all|off overrides); all of them when the model asks (set_repack_all).
+// A single matrix (upload) that is then 4/8-bit affine or GGML Q6_K, with ≥ 64 MiB of weights and a column count
+// the tiled "stream" GEMV takes (weight_tiles.h: untied LM heads, very large projections) is stored TILED: 1.3–1.5×
+// faster at one token than the row-major kernels on such matrices (H200); EMBER_TILED=0 keeps every matrix
+// row-major, EMBER_TILED=1 tiles every supported one whatever its size (tests).
 class DeviceArena {
 public:
     Expected<Weight> upload(const Weight& w, const char* what);
@@ -34,6 +38,7 @@ public:
 
 private:
     bool repack_all_ = false;
+    Expected<Weight> upload_impl(const Weight& w, const char* what, bool allow_tiles);
     Expected<const void*> put(const void* src, size_t bytes, const char* what);
     std::vector<DeviceBuffer> bufs_;
     int64_t bytes_ = 0;

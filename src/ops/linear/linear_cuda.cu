@@ -1,5 +1,6 @@
 // ops/linear/linear_cuda.cu: dispatch of the CUDA linear (spec: linear_cuda.h) — n ≤ 8 → GEMV kernels
-// (streaming tensor-core affine 4/8-bit, CUDA-core GGML blocks, fp32 CUDA-core dense and other affine widths),
+// (streaming tensor-core affine 4/8-bit, the tiled "stream" kernel for large 4-bit matrices, CUDA-core GGML
+// blocks, fp32 CUDA-core dense and other affine widths),
 // n > 8 → the exact GEMV in 8-token chunks (or, opt-in, bf16 panels + cuBLAS: linear_gemm.cu).
 #include <algorithm>
 #include <cstdio>
@@ -24,6 +25,9 @@ void check_weight(const Weight& W, const char* who) {
                         dtype_is_float(W.sb_dtype),
                     "%s: bad affine weight (bits %d, group %d, cols %lld)", who, W.bits, W.group_size,
                     (long long)W.cols);
+    } else if (W.format == WeightFormat::TILED) {
+        EMBER_CHECK(W.scales && detail::gemv_stream_fits(W), "%s: bad tiled weight (%lld×%lld, group %d)", who,
+                    (long long)W.rows, (long long)W.cols, W.group_size);
     } else if (W.format == WeightFormat::GGML) {
         const GgmlTypeTraits tr = ggml_type_traits(W.ggml_type);
         const bool plain = W.ggml_type == GgmlType::F32 || W.ggml_type == GgmlType::F16 || W.ggml_type == GgmlType::BF16;
@@ -70,6 +74,10 @@ void linear_gemv(const Weight& W0, const float* x, int64_t n, float* y, cudaStre
         detail::gemv_ggml(W, x, int(n), y, stream);
         return;
     }
+    if (W.format == WeightFormat::TILED) {
+        detail::gemv_stream(W, x, int(n), y, stream);
+        return;
+    }
     if (W.format == WeightFormat::AFFINE) {
         const int k = affine_kernel(tune, W, n);
         if (k == 1 && detail::gemv_affine_q(W, x, int(n), y, stream, tune)) return;
@@ -92,6 +100,10 @@ void linear(const Weight& W, const float* x, int64_t n, float* y, cudaStream_t s
         return;
     }
     check_weight(W, "linear");
+    if (W.format == WeightFormat::TILED) {  // one pass over W per token (tiled weights are large decode matrices)
+        detail::gemv_stream(W, x, int(n), y, stream);
+        return;
+    }
     // The bf16 GEMM path rounds activations to bf16, which on the verification fixtures drifts like a bf16 model
     // (rel. L2 up to 0.2, measured on the H200): far outside the GPU tolerance. Until an fp32-faithful tensor-core
     // GEMM (e.g. the GEMV's hi+lo split of x) lands, prefill runs the exact GEMV in 8-row chunks, re-reading W
@@ -112,6 +124,7 @@ void linear(const Weight& W, const float* x, int64_t n, float* y, cudaStream_t s
 
 bool linear_fused_native(const Weight& W0, int64_t n) {
     const Weight W = dense_view(W0);
+    if (W.format == WeightFormat::TILED) return n >= 1 && n <= 8;
     if (W.format != WeightFormat::AFFINE || n < 1 || n > 8 || affine_kernel({}, W, n) != 1) return false;
     char buf[96];
     return detail::gemv_affine_q(W, nullptr, int(n), nullptr, nullptr, {}, buf, sizeof buf);
@@ -128,6 +141,10 @@ void linear_fused(const Weight& W0, const float* x, int64_t n, float* y, const L
     const Weight W = dense_view(W0);
     const GemvTuning t = tune ? *tune : GemvTuning{};
     if (W.rows == 0) return;
+    if (W.format == WeightFormat::TILED) {
+        detail::gemv_stream(W, x, int(n), y, stream, &f);
+        return;
+    }
     if (W.format == WeightFormat::AFFINE && affine_kernel(t, W, n) == 1 &&
         detail::gemv_affine_q(W, x, int(n), y, stream, t, nullptr, 0, &f))
         return;
@@ -160,7 +177,8 @@ void add_bias(float* y, const float* b, int64_t n, int64_t rows, cudaStream_t st
 }
 
 size_t linear_workspace_bytes(const Weight& W, int64_t n) {
-    return n <= 8 || W.format == WeightFormat::GGML ? 0 : linear_gemm_workspace_bytes(W, n);
+    return n <= 8 || W.format == WeightFormat::GGML || W.format == WeightFormat::TILED ? 0
+                                                                                        : linear_gemm_workspace_bytes(W, n);
 }
 
 const char* linear_gemv_describe(const Weight& W0, int64_t n, char* buf, size_t buf_bytes, const GemvTuning& tune) {
@@ -168,6 +186,10 @@ const char* linear_gemv_describe(const Weight& W0, int64_t n, char* buf, size_t 
     if (W.format == WeightFormat::GGML) {
         const GgmlTypeTraits tr = ggml_type_traits(W.ggml_type);
         std::snprintf(buf, buf_bytes, "ggml %s fp32", tr.name ? tr.name : "?");
+        return buf;
+    }
+    if (W.format == WeightFormat::TILED) {
+        detail::gemv_stream(W, nullptr, int(n), nullptr, nullptr, nullptr, buf, buf_bytes);
         return buf;
     }
     if (W.format == WeightFormat::AFFINE) {

@@ -17,6 +17,10 @@
 //     The previous tensor-core kernel (linear_gemv_affine.cu, "mma": persistent blocks, cp.async ring, clusters,
 //     same numerics) stays reachable: GemvTuning::kernel = 2 or env EMBER_GEMV=mma; it is also the fallback
 //     when x cannot be staged for the q kernel.
+//   - TILED (a large 4/8-bit affine or GGML Q6_K matrix the CUDA upload re-laid out, ops/linear/weight_tiles.h;
+//     linear_gemv_stream.cu, the "stream" kernel): same numerics as the q kernel; persistent blocks whose warps
+//     each own a K chunk with x in registers, weights through a cp.async shared-memory ring; one launch per
+//     token (W read once per token), so meant for n = 1 decode. Also used for n > 8 (one pass per token).
 //   - GGML Q4_0/Q4_1/Q5_0/Q8_0/Q4_K/Q5_K/Q6_K (linear_gemv_ggml.cu): CUDA cores, codes decoded exactly in
 //     registers, x in fp32 (not quantized to Q8), fp32 accumulation: the error of an fp32 dot product of the
 //     dequantized row. GGML F32/F16/BF16 run as DENSE.
@@ -110,6 +114,13 @@ bool gemv_affine_q(const Weight& W, const float* x, int n, float* y, cudaStream_
                    char* describe = nullptr, size_t describe_bytes = 0, const LinearFusion* fusion = nullptr);
 // GGML block types with a CUDA kernel, and the kernel (W.format == GGML, one of those types, 2-byte aligned data).
 bool gemv_ggml_supported(GgmlType t);
+// Multiprocessors of the device current at the first call (cached; linear_gemv_q.cu).
+int sm_count();
+// The tiled "stream" kernel (linear_gemv_stream.cu) for W.format == TILED: whether its shared memory fits W, and
+// the launch (one per token; fusion as linear_fused; x == nullptr: only fill `describe`).
+bool gemv_stream_fits(const Weight& W);
+void gemv_stream(const Weight& W, const float* x, int n, float* y, cudaStream_t stream,
+                 const LinearFusion* fusion = nullptr, char* describe = nullptr, size_t describe_bytes = 0);
 void gemv_ggml(const Weight& W, const float* x, int n, float* y, cudaStream_t stream);
 void gemv_dense(const Weight& W, const float* x, int n, float* y, cudaStream_t stream);
 void gemv_affine_generic(const Weight& W, const float* x, int n, float* y, cudaStream_t stream);

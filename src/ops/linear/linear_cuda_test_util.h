@@ -18,6 +18,7 @@
 #include "core/check.h"
 #include "ops/linear/linear.h"
 #include "ops/linear/linear_cuda.h"
+#include "ops/linear/weight_tiles.h"
 #include "quant/affine.h"
 
 namespace ember::cuda::lintest {
@@ -210,6 +211,20 @@ inline std::vector<Fmt> all_formats() {
 inline std::vector<int64_t> col_set(const Fmt& f) {
     const int64_t g = f.affine ? f.gs : 64;
     return {g, 3 * g, 2048 + g};
+}
+
+// Replaces the device copy of an affine Case by its tiled storage (weight_tiles.h); the host weight and the
+// reference stay the affine ones.
+inline void to_tiled(Case& c) {
+    auto t = tile_weight(c.hw);
+    EMBER_CHECK(t.is_ok(), "%s", t.message().c_str());
+    c.d_data = dalloc(t.value().codes.size());
+    copy_to_device(c.d_data.get(), t.value().codes.data(), t.value().codes.size());
+    c.d_sc = dalloc(t.value().sb.size());
+    copy_to_device(c.d_sc.get(), t.value().sb.data(), t.value().sb.size());
+    c.d_bi = DeviceBuffer();
+    c.dw = t.value().w;
+    c.dw.data = c.d_data.get(), c.dw.scales = c.d_sc.get(), c.dw.biases = nullptr;
 }
 
 inline void run_linear(const Case& c, int64_t n, float* y) {

@@ -31,8 +31,9 @@ std::string mode_name(int m) {
 
 // One weight, one fusion mode: builds the raw input, x' and the expected y, then checks each (n, tuning).
 void check_fused(const Fmt& f, int64_t rows, int64_t cols, int mode, uint32_t seed,
-                 const std::vector<std::pair<int64_t, GemvTuning>>& runs) {
+                 const std::vector<std::pair<int64_t, GemvTuning>>& runs, bool tiled = false) {
     auto c = make_case(f, rows, cols, 8, seed);
+    if (tiled) to_tiled(*c);
     std::mt19937 rng(seed ^ 0x5eedu);
     std::normal_distribution<float> nd(0.f, 1.f);
     const int64_t xw = (mode & SWIGLU) ? 2 * cols : cols;  // raw row width
@@ -105,6 +106,27 @@ TEST(LinearFusedCuda, ModesMatchReference) {
             }
         for (const Fmt& f : fallback) check_fused(f, 67, 2048 + 128, mode, seed++, {{1, {}}, {3, {}}, {8, {}}});
     }
+}
+
+// The tiled stream kernel (linear_gemv_stream.cu) applies every prologue / epilogue itself (one launch per token):
+// 4-bit groups 32 / 64 and 8-bit group 32, bf16 / f16 / f32 scales, warps per block 8 / 16 / 17 / 20, ragged rows.
+TEST(LinearFusedCuda, TiledStreamModes) {
+    SKIP_WITHOUT_GPU();
+    uint32_t seed = 2900;
+    const Fmt fmts[] = {{true, DType::BF16, 4, 64}, {true, DType::F16, 4, 32}, {true, DType::F32, 4, 32},
+                        {true, DType::F16, 8, 32}};
+    struct Sh { int64_t rows, cols; };
+    const Sh shapes[] = {{67, 2176}, {1, 1024}, {301, 2560}};
+    for (int mode : {NORM, SWIGLU, ACC, NORM | ACC, SWIGLU | ACC})
+        for (const Fmt& f : fmts)
+            for (const Sh& sh : shapes) {
+                Weight probe;
+                probe.format = WeightFormat::TILED, probe.rows = sh.rows, probe.cols = sh.cols, probe.bits = f.bits;
+                probe.group_size = f.gs, probe.sb_dtype = f.dt;
+                ASSERT_TRUE(detail::gemv_stream_fits(probe));
+                EXPECT_TRUE(linear_fused_native(probe, 1));
+                check_fused(f, sh.rows, sh.cols, mode, seed++, {{1, {}}, {2, {}}, {8, {}}}, true);
+            }
 }
 
 // Forced q-kernel work splits with each fusion: K slices (the epilogue in the shared-memory reduction), x in

@@ -38,6 +38,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "core/check.h"
 #include "ops/linear/linear_cuda.h"
+#include "ops/linear/linear_gemv_mma.cuh"
 
 namespace ember::cuda::detail {
 namespace {
@@ -81,35 +82,6 @@ template <> struct SB_<float> {
     using raw = float;
     static __device__ float f(raw v) { return v; }
 };
-
-// bf16x2 {16 + nibble j, 16 + nibble j+4} of a word (j = 0..3): shift the nibbles to bits 3-6 / 19-22 and OR
-// them into 16.0 (bf16 0x4180: exponent 2⁴, so mantissa bit 3 is worth 2⁴·2⁻⁴ = 1). One shift + one LOP3.
-__device__ __forceinline__ uint32_t pair16(uint32_t w, int j) {
-    const uint32_t v = j == 0 ? (w << 3) : (w >> (4 * j - 3));
-    return (v & 0x00780078u) | 0x41804180u;
-}
-
-// D = A·B + D, A 16×16 bf16 (row), B 16×8 bf16 (col), D f32. Fragments per PTX ISA m16n8k16 (g = lane/4,
-// t = lane%4): a0 (row g, k 2t..2t+1), a1 (row g+8, same k), a2 (row g, k 2t+8..), a3 (row g+8, k 2t+8..);
-// b0 (k 2t..2t+1, col g), b1 (k 2t+8.., col g); d0,d1 (row g, cols 2t, 2t+1), d2,d3 (row g+8, same cols).
-__device__ __forceinline__ void mma(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
-                                    uint32_t b1) {
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-                 "{%0,%1,%2,%3};\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
-
-// (a, b) → bf16x2 hi = rn(a, b), lo = rn(a − hi, b − hi); returns hi + lo as f32 sums in *s (a) and *t (b).
-__device__ __forceinline__ void split2(float a, float b, uint32_t& hi, uint32_t& lo, float& sa, float& sb) {
-    const __nv_bfloat162 h = __floats2bfloat162_rn(a, b);  // .x = a in the low half
-    const float ha = __low2float(h), hb = __high2float(h);
-    const __nv_bfloat162 l = __floats2bfloat162_rn(a - ha, b - hb);
-    hi = *reinterpret_cast<const uint32_t*>(&h);
-    lo = *reinterpret_cast<const uint32_t*>(&l);
-    sa = ha + __low2float(l);  // exact: hi and lo are 8-bit significands 8+ bits apart
-    sb = hb + __high2float(l);
-}
 
 // Stage x[0:n][chunks s0 .. s0+cnt) in shared memory: for chunk c, token k, lane t, word i, 32 bytes
 // {Q0hi, Q1hi, Q0lo, Q1lo, Q2hi, Q3hi, Q2lo, Q3lo} at (c·n + k)·576 + t·144 + i·32, where Qj holds the x values
@@ -461,16 +433,6 @@ __global__ void __launch_bounds__(kThreads, 1) gemv_affine_kernel(const Args a) 
         slot = slot == P - 1 ? 0 : slot + 1;
     }
     cp_async_wait<0>();
-}
-
-int sm_count() {
-    static const int n = [] {
-        int dev = 0, v = 0;
-        CUDA_CHECK(cudaGetDevice(&dev));
-        CUDA_CHECK(cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev));
-        return v;
-    }();
-    return n;
 }
 
 // Ring depth for a staged-x region of x_bytes (0 when fewer than 3 stages fit).

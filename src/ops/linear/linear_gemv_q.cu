@@ -41,6 +41,8 @@
 #include "backend/cuda/pdl.cuh"
 #include "core/check.h"
 #include "ops/linear/linear_cuda.h"
+#include "ops/linear/linear_gemv_mma.cuh"
+#include "ops/linear/linear_gemv_prologue.cuh"
 
 namespace ember::cuda::detail {
 namespace {
@@ -99,61 +101,9 @@ struct QArgs {
     const float* norm_w;
     float eps;
 };
-enum { PRE_NONE = 0, PRE_RMSNORM = 1, PRE_SWIGLU = 2 };
-
-// silu(g)·u exactly as ops/activation/activation.cu computes it (expf, IEEE division, unfused product).
-__device__ __forceinline__ float swiglu1(float g, float u) { return __fmul_rn(g / (1.0f + expf(-g)), u); }
-
-// CPW consecutive values of x' for token row xt (of a.xstride floats) from column col0, with the prologue.
-template <int CPW>
-__device__ __forceinline__ void load_x(const QArgs& a, const float* xt, int col0, float inv, float* v) {
-    if (a.x_aligned) {
-#pragma unroll
-        for (int i = 0; i < CPW; i += 4) {
-            const float4 q = __ldg(reinterpret_cast<const float4*>(xt + col0 + i));
-            v[i] = q.x, v[i + 1] = q.y, v[i + 2] = q.z, v[i + 3] = q.w;
-        }
-    } else {
-#pragma unroll
-        for (int i = 0; i < CPW; ++i) v[i] = __ldg(xt + col0 + i);
-    }
-    if (a.pre == PRE_RMSNORM) {
-#pragma unroll
-        for (int i = 0; i < CPW; ++i) v[i] = v[i] * inv * __ldg(a.norm_w + col0 + i);  // add_rmsnorm's op order
-    } else if (a.pre == PRE_SWIGLU) {
-#pragma unroll
-        for (int i = 0; i < CPW; ++i) v[i] = swiglu1(v[i], __ldg(xt + a.K + col0 + i));
-    }
-}
-
-// RMSNorm factors 1/sqrt(mean(x²) + eps) of the n token rows into inv[0..n), by the whole block: every thread
-// loads its few columns of every token at once (one round trip to L2, not K/32 dependent ones per warp), then
-// per-token sums over the warps through shared memory (red: kWarps × 8 floats). Ends with a barrier.
-__device__ __forceinline__ void rms_factors(const QArgs& a, float* inv, float* red) {
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const bool vec = a.x_aligned && a.K % 4 == 0;
-    for (int tok = 0; tok < a.n; ++tok) {
-        const float* xt = a.x + int64_t(tok) * a.xstride;
-        float ss = 0.f;
-        if (vec) {
-            for (int c = 4 * int(threadIdx.x); c < a.K; c += 4 * kThreads) {
-                const float4 v = *reinterpret_cast<const float4*>(xt + c);
-                ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
-            }
-        } else {
-            for (int c = int(threadIdx.x); c < a.K; c += kThreads) ss += xt[c] * xt[c];
-        }
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
-        if (lane == 0) red[warp * 8 + tok] = ss;
-    }
-    __syncthreads();
-    if (warp == 0 && lane < a.n) {
-        float ss = 0.f;
-        for (int w = 0; w < kWarps; ++w) ss += red[w * 8 + lane];  // fixed order: deterministic
-        inv[lane] = 1.0f / sqrtf(ss / static_cast<float>(a.K) + a.eps);
-    }
-    __syncthreads();
+// The prologue fields as the shared helpers (linear_gemv_prologue.cuh) take them.
+__device__ __forceinline__ XPrologue xpro(const QArgs& a) {
+    return XPrologue{a.x, a.norm_w, a.eps, a.n, a.K, a.xstride, a.pre, a.x_aligned};
 }
 
 template <class ST> struct SBT;
@@ -191,35 +141,6 @@ __device__ __forceinline__ void ldw(const uint8_t* p, uint32_t* v) {
     }
 }
 
-// bf16x2 {16 + nibble j, 16 + nibble j+4} of a word (j = 0..3): nibbles to mantissa bits 3-6 / 19-22, ORed
-// into 16.0 (0x4180: exponent 2⁴, mantissa bit 3 worth 1). One shift + one LOP3 ((v & m) | c, c in a register).
-__device__ __forceinline__ uint32_t pair16(uint32_t w, int j) {
-    const uint32_t v = j == 0 ? (w << 3) : (w >> (4 * j - 3));
-    uint32_t r;
-    asm("lop3.b32 %0, %1, %2, %3, 0xEA;\n" : "=r"(r) : "r"(v), "n"(0x00780078), "n"(0x41804180));
-    return r;
-}
-
-// D += A·B, m16n8k16 bf16 → f32 (fragment layout: PTX ISA; g = lane/4, t = lane%4: a0 row g k 2t..2t+1,
-// a1 row g+8, a2 row g k 2t+8.., a3 row g+8 k 2t+8..; b0 k 2t.. col g, b1 k 2t+8.. col g; d0,d1 row g cols
-// 2t, 2t+1; d2, d3 row g+8).
-__device__ __forceinline__ void mma(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
-                                    uint32_t b1) {
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-                 "{%0,%1,%2,%3};\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
-
-// (a, b) → bf16x2 hi = rn(a, b), lo = rn(a − hi, b − hi) (a in the low halves); returns hi + lo (exact) as floats.
-__device__ __forceinline__ void split2(float a, float b, uint32_t& hi, uint32_t& lo, float& sa, float& sb) {
-    asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(hi) : "f"(b), "f"(a));  // first operand → upper half
-    const float ha = __uint_as_float(hi << 16), hb = __uint_as_float(hi & 0xffff0000u);
-    asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(lo) : "f"(b - hb), "f"(a - ha));
-    sa = ha + __uint_as_float(lo << 16);
-    sb = hb + __uint_as_float(lo & 0xffff0000u);
-}
-
 // Stage x for K-units [ku0, ku0 + nku_c) into shared memory: B fragments {b0 hi, b1 hi, b0 lo, b1 lo} of step
 // st (16 per iteration) and active slot tok·4 + t at xs + st·STEP + slot·16, and the group sums X[span][col].
 // One thread per (token, 32-bit word of the row): the word's 4 nibble pairs feed steps 2w and 2w+1 of lane t.
@@ -246,7 +167,7 @@ __device__ __forceinline__ void stage_x(const QArgs& a, const float* inv, int ku
             float sum = 0.f;
             if (tok < n && col0 < K) {
                 float v[8];
-                load_x<CPW>(a, xt, col0, inv_t, v);
+                load_x<CPW>(xpro(a), xt, col0, inv_t, v);
 #pragma unroll
                 for (int h = 0; h < 2; ++h) {
                     uint32_t b0h, b0l, b1h, b1l;
@@ -506,7 +427,7 @@ __global__ void __launch_bounds__(kThreads, 1) gemv_q_kernel(const QArgs a) {
     __shared__ float inv[8];  // RMSNorm factors per token (PRE_RMSNORM)
     if (a.pre == PRE_RMSNORM) {
         __shared__ float red_ss[kWarps * 8];
-        rms_factors(a, inv, red_ss);
+        rms_factors(xpro(a), inv, red_ss);
     }
     for (int i = int(threadIdx.x); i < C::ZERO / 16; i += kThreads)
         reinterpret_cast<uint4*>(smem + zero_off)[i] = make_uint4(0u, 0u, 0u, 0u);
@@ -543,16 +464,6 @@ __global__ void __launch_bounds__(kThreads, 1) gemv_q_kernel(const QArgs a) {
             }
         }
     }
-}
-
-int sm_count() {
-    static const int n = [] {
-        int dev = 0, v = 0;
-        CUDA_CHECK(cudaGetDevice(&dev));
-        CUDA_CHECK(cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev));
-        return v;
-    }();
-    return n;
 }
 
 // Host mirror of QC for a run-time (bits, gs, G).
@@ -647,6 +558,17 @@ void launch_g(DType st, const QPlan& P, cudaStream_t stream) {
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
 }  // namespace
+
+// SM count of the device current at the first call (one device per process: linear_cuda.h).
+int sm_count() {
+    static const int n = [] {
+        int dev = 0, v = 0;
+        CUDA_CHECK(cudaGetDevice(&dev));
+        CUDA_CHECK(cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev));
+        return v;
+    }();
+    return n;
+}
 
 bool gemv_affine_q(const Weight& W, const float* x, int n, float* y, cudaStream_t stream, const GemvTuning& tune,
                    char* describe, size_t describe_bytes, const LinearFusion* fusion) {

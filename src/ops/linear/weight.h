@@ -14,6 +14,9 @@ enum class WeightFormat : uint8_t {
              // [c*bits, (c+1)*bits) of the row's little-endian bit stream; w = scale*q + bias per group
     GGML,    // llama.cpp blocks (quant/ggml_blocks.h): data = rows × (cols / block_elems) blocks of ggml_type,
              // row-major, rows contiguous; only block-quantized types (Q4_0 ... Q6_K) use this format
+    TILED,   // device only: a 4- or 8-bit AFFINE or GGML Q6_K weight re-laid out in 16-row × 128-column tiles for the streaming CUDA
+             // GEMV (ops/linear/weight_tiles.h): data = codes, scales = interleaved scales and biases, biases
+             // unused; bits, group_size, sb_dtype as the source. Rows are not viewable (rows_view) or stackable.
 };
 
 struct Weight {
@@ -37,7 +40,8 @@ struct Weight {
             const GgmlTypeTraits t = ggml_type_traits(ggml_type);
             return cols / t.block_elems * t.block_bytes;
         }
-        return format == WeightFormat::AFFINE ? cols * bits / 8 : cols * static_cast<int64_t>(dtype_size(dtype));
+        if (format == WeightFormat::AFFINE || format == WeightFormat::TILED) return cols * bits / 8;
+        return cols * static_cast<int64_t>(dtype_size(dtype));
     }
     // Bytes of the per-group scales (or biases) of one row (AFFINE), else 0.
     int64_t row_sb_bytes() const {
@@ -62,6 +66,12 @@ struct Weight {
     }
     // Bytes read to use the whole matrix once (weights + scales + biases).
     int64_t total_bytes() const {
+        if (format == WeightFormat::TILED) {  // (ops/linear/weight_tiles.h)
+            const int64_t padded = (rows + 15) / 16 * 16;
+            if (ggml_type == GgmlType::Q6_K) return padded / 16 * (cols / 128) * (1536 + 160);
+            return padded * (cols * bits / 8) +
+                   2 * padded * (cols / group_size) * static_cast<int64_t>(dtype_size(sb_dtype));
+        }
         int64_t b = rows * row_bytes();
         if (format == WeightFormat::AFFINE)
             b += 2 * rows * (cols / group_size) * static_cast<int64_t>(dtype_size(sb_dtype));

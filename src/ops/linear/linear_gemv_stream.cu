@@ -1,0 +1,390 @@
+// ops/linear/linear_gemv_stream.cu: y = x·Wᵀ for large 4/8-bit affine and GGML Q6_K matrices in the tiled storage
+// (ops/linear/weight_tiles.h) — the "stream" GEMV (spec: linear_cuda.h; tests: linear_stream_cuda_test.cpp;
+// benchmark: gemv_bench, section "tiled"; design measurements: bench/results/2026-12-01-h200-stream-gemv.md).
+//
+// Design (H200: ~4.24 TB/s copy bandwidth, 132 SMs), one token per launch:
+//  - Persistent blocks of W = tiled_warps(K) warps (8..20), one per SM. Warp w owns the K chunks (128 columns)
+//    w, w + W, …: its x B-fragments stay in registers (16 per chunk) while it streams those chunks of T = 16
+//    row tiles (a "run"); the block's warps cover all chunks of the run, and their per-tile partial sums meet in
+//    shared memory, summed in warp order (deterministic, no atomics) after one barrier per run.
+//  - Weights go HBM → shared memory by cp.async (16 B per lane, whole 512-byte pieces per warp instruction), a
+//    2-slot ring per warp of P tiles each (P = 4 when it fits: 4.5 KB in flight per warp); lanes read back only
+//    the 16 bytes they copied (codes) and one scale entry. No registers are held by loads in flight.
+//  - MMA columns carry (group, hi / lo): column 2G = x hi of the chunk's group G, 2G + 1 = x lo, so one
+//    m16n8k16 per k-step serves both halves of x and all groups of the chunk (the B fragment of a lane is zero
+//    where its column's group is not the step's). Lane t = G applies group G's scale and bias, the quad sums.
+//  - Same exact arithmetic as the q kernel (linear_gemv_q.cu): codes as bf16 16 + q, x = hi + lo bf16,
+//    y = Σ_groups s·C + (b − 16 s)·X with X = Σ x' of the group; fp32 accumulation.
+//  - Programmatic dependent launch: the first weight copies are issued before griddepcontrol.wait.
+//  - 8-bit codes are read as two nibbles (the high one meets 16·x); Q6_K codes as bf16 64 + q built from a nibble
+//    and a 2-bit field (its 8 groups per chunk in two accumulators).
+// Measured (H200, n = 1, 290 MB – 1.1 GB heads): 4/8-bit 88–99 % of copy bandwidth where the q kernel reaches
+// 66–71 %; Q6_K 82–87 % (its block kernel: 56–58 %).
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/pdl.cuh"
+#include "core/check.h"
+#include "ops/linear/linear_cuda.h"
+#include "ops/linear/linear_gemv_mma.cuh"
+#include "ops/linear/linear_gemv_prologue.cuh"
+#include "ops/linear/weight_tiles.h"
+
+namespace ember::cuda::detail {
+namespace {
+
+constexpr int kMaxWarps = 20, kT = 16, kR = 2;
+constexpr int kSmemMax = 227 * 1024 - 1024;  // dynamic shared memory per block (static: the RMSNorm sums)
+
+struct SArgs {
+    const uint4* codes;  // [tiles][nchunks][64]
+    const uint8_t* sb;   // [tiles][nchunks][sb chunk bytes]
+    float* y;            // [rows] of this token
+    XPrologue xp;        // n = 1: this token's row
+    int64_t rows;
+    int tiles, nchunks;
+    int accum;
+};
+
+template <class ST> struct Sb4;  // one scale entry {s(g), b(g), s(g+8), b(g+8)} as floats
+template <> struct Sb4<__nv_bfloat16> {
+    static __device__ __forceinline__ float4 get(const uint8_t* p) {
+        const uint2 u = *reinterpret_cast<const uint2*>(p);
+        return make_float4(__uint_as_float(u.x << 16), __uint_as_float(u.x & 0xffff0000u),
+                           __uint_as_float(u.y << 16), __uint_as_float(u.y & 0xffff0000u));
+    }
+};
+template <> struct Sb4<__half> {
+    static __device__ __forceinline__ float4 get(const uint8_t* p) {
+        const uint2 u = *reinterpret_cast<const uint2*>(p);
+        const __half2 a = *reinterpret_cast<const __half2*>(&u.x), b = *reinterpret_cast<const __half2*>(&u.y);
+        return make_float4(__low2float(a), __high2float(a), __low2float(b), __high2float(b));
+    }
+};
+template <> struct Sb4<float> {
+    static __device__ __forceinline__ float4 get(const uint8_t* p) { return *reinterpret_cast<const float4*>(p); }
+};
+
+__device__ __forceinline__ void cp_async16(void* s, const void* g) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(uint32_t(__cvta_generic_to_shared(s))),
+                 "l"(g));
+}
+
+// Q6_K: bf16x2 {64 + q, 64 + q'} of two codes q = nibble + 16·crumb: nibbles j / j+4 of word wn to mantissa bits
+// 1-4 / 17-20, 2-bit fields f / f+8 of word cw to bits 5-6 / 21-22, ORed into 64.0 (0x4280: bit 1 worth 1).
+__device__ __forceinline__ uint32_t pair64(uint32_t wn, int j, uint32_t cw, int f) {
+    const uint32_t v1 = j == 0 ? (wn << 1) : (wn >> (4 * j - 1));
+    const uint32_t v2 = 2 * f <= 5 ? (cw << (5 - 2 * f)) : (cw >> (2 * f - 5));
+    uint32_t t, r;
+    asm("lop3.b32 %0, %1, %2, %3, 0xEA;\n" : "=r"(t) : "r"(v1), "n"(0x001E001E), "n"(0x42804280));
+    asm("lop3.b32 %0, %1, %2, %3, 0xEA;\n" : "=r"(r) : "r"(v2), "n"(0x00600060), "r"(t));
+    return r;
+}
+
+// A tile-chunk as read by a lane: nibble words of rows g / g+8 (4 each); Q6_K also the 2-bit words (rows g: k-steps
+// 0-3, 4-7; g+8: the same) and the second group's scale entry (group t + 4).
+struct Item {
+    uint32_t wg[4], w8[4], cw[4];
+    float4 e, e2;
+};
+
+// A fragments of k-step s: 4-bit codes 16 + q (8-bit codes as nibble pairs), or Q6_K codes 64 + q.
+template <int BITS>
+__device__ __forceinline__ void frag(const Item& it, int s, uint32_t& a0, uint32_t& a1, uint32_t& a2, uint32_t& a3) {
+    const int w = s / 2, jb = 2 * (s % 2);
+    if constexpr (BITS == 6) {
+        const int f = 2 * (s % 4), k = s / 4;
+        a0 = pair64(it.wg[w], jb, it.cw[k], f), a2 = pair64(it.wg[w], jb + 1, it.cw[k], f + 1);
+        a1 = pair64(it.w8[w], jb, it.cw[2 + k], f), a3 = pair64(it.w8[w], jb + 1, it.cw[2 + k], f + 1);
+    } else {
+        a0 = pair16(it.wg[w], jb), a2 = pair16(it.wg[w], jb + 1), a1 = pair16(it.w8[w], jb), a3 = pair16(it.w8[w], jb + 1);
+    }
+}
+
+// One 16-row × 128-nibble-column block: v0 / v1 = rows g / g+8 (valid in lanes t = 0). GS = nibble columns per
+// group; OFF = the code offset met by X (16 for 4-bit codes 16 + q; 272 = 16 + 16·16 for codes of two nibbles; 64
+// for Q6_K's 64 + q); e = this lane's {s(g), b(g), s(g+8), b(g+8)} of group t % NG (Q6_K: groups t, t + 4 in
+// two accumulators, k-steps 0-3 / 4-7, MMA columns 2·(G % 4), +1).
+template <int GS, int OFF, int BITS>
+__device__ __forceinline__ void tile_math(const Item& it, const uint2 (&xf)[8], float XG, float XG2, float& v0,
+                                          float& v1) {
+    constexpr int NG = 128 / GS;
+    float d0[4], d1[4];
+#pragma unroll
+    for (int s = 0; s < 8; ++s) {
+        uint32_t a0, a1, a2, a3;
+        frag<BITS>(it, s, a0, a1, a2, a3);
+        const bool first = BITS == 6 ? s == 0 || s == 4 : s < 2;
+        const bool one = BITS == 6 ? s < 4 : s % 2 == 0;
+        if (one) {
+            if (first) mma0(d0, a0, a1, a2, a3, xf[s].x, xf[s].y);
+            else mma(d0, a0, a1, a2, a3, xf[s].x, xf[s].y);
+        } else {
+            if (first) mma0(d1, a0, a1, a2, a3, xf[s].x, xf[s].y);
+            else mma(d1, a0, a1, a2, a3, xf[s].x, xf[s].y);
+        }
+    }
+    const float4& e = it.e;
+    float r0, r1;
+    if constexpr (BITS == 6) {
+        const float4& f = it.e2;
+        r0 = fmaf(e.x, d0[0] + d0[1], fmaf(-float(OFF), e.x, e.y) * XG) +
+             fmaf(f.x, d1[0] + d1[1], fmaf(-float(OFF), f.x, f.y) * XG2);
+        r1 = fmaf(e.z, d0[2] + d0[3], fmaf(-float(OFF), e.z, e.w) * XG) +
+             fmaf(f.z, d1[2] + d1[3], fmaf(-float(OFF), f.z, f.w) * XG2);
+    } else {
+        r0 = fmaf(e.x, (d0[0] + d1[0]) + (d0[1] + d1[1]), fmaf(-float(OFF), e.x, e.y) * XG);
+        r1 = fmaf(e.z, (d0[2] + d1[2]) + (d0[3] + d1[3]), fmaf(-float(OFF), e.z, e.w) * XG);
+    }
+    v0 = r0, v1 = r1;
+    if constexpr (NG >= 2) {
+        v0 += __shfl_xor_sync(0xffffffffu, v0, 1);
+        v1 += __shfl_xor_sync(0xffffffffu, v1, 1);
+    }
+    if constexpr (NG >= 4) {
+        v0 += __shfl_xor_sync(0xffffffffu, v0, 2);
+        v1 += __shfl_xor_sync(0xffffffffu, v1, 2);
+    }
+}
+
+// A ring item as this lane reads it. Codes: 1024 bytes [h][lane][16 B] (+ Q6_K: 512 bytes of 2-bit words
+// [lane][16 B]); then the sb entries: ST {s, b} pairs (affine) or Q6_K int8 sc [g][G][h] + fp16 d [g][h]
+// (scale d·sc, exact in fp32; bias −32·scale).
+template <int BITS, class ST, int NG>
+__device__ __forceinline__ void read_item(const uint8_t* b, int lane, int g, int t, Item& it) {
+    const uint4 a = reinterpret_cast<const uint4*>(b)[lane], c = reinterpret_cast<const uint4*>(b)[32 + lane];
+    it.wg[0] = a.x, it.wg[1] = a.y, it.wg[2] = a.z, it.wg[3] = a.w;
+    it.w8[0] = c.x, it.w8[1] = c.y, it.w8[2] = c.z, it.w8[3] = c.w;
+    if constexpr (BITS == 6) {
+        const uint4 q = reinterpret_cast<const uint4*>(b + 1024)[lane];
+        it.cw[0] = q.x, it.cw[1] = q.y, it.cw[2] = q.z, it.cw[3] = q.w;
+        const uint16_t* sc = reinterpret_cast<const uint16_t*>(b + 1536);
+        const uint16_t s0 = sc[g * 8 + t], s1 = sc[g * 8 + t + 4];
+        const __half2 d = reinterpret_cast<const __half2*>(b + 1536 + 128)[g];
+        const float dg = __low2float(d), d8 = __high2float(d);
+        const float a0 = dg * float(int8_t(s0 & 0xff)), a1 = d8 * float(int8_t(s0 >> 8));
+        const float b0 = dg * float(int8_t(s1 & 0xff)), b1 = d8 * float(int8_t(s1 >> 8));
+        it.e = make_float4(a0, -32.f * a0, a1, -32.f * a1);
+        it.e2 = make_float4(b0, -32.f * b0, b1, -32.f * b1);
+    } else {
+        it.e = Sb4<ST>::get(b + 1024 + (g * NG + t % NG) * 4 * int(sizeof(ST)));
+    }
+}
+
+template <int GS, class ST, int P, int BITS>
+__global__ void __launch_bounds__(32 * kMaxWarps, 1) gemv_stream_kernel(const SArgs a) {
+    constexpr int NG = 128 / GS;
+    constexpr int CODE = BITS == 6 ? 1536 : 1024;                      // code bytes per tile-chunk
+    constexpr int SBC = BITS == 6 ? 160 : 32 * NG * int(sizeof(ST));  // sb bytes per tile-chunk
+    constexpr int ITEM = CODE + SBC;                                  // bytes of one tile-chunk in the ring
+    constexpr int SLOT = P * ITEM;
+    extern __shared__ __align__(16) uint8_t smem[];
+    const int W = int(blockDim.x) >> 5, nch = a.nchunks;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
+    uint8_t* ring = smem;                                                  // [W][kR][SLOT]
+    uint4* xs = reinterpret_cast<uint4*>(smem + size_t(W) * kR * SLOT);   // [nch][8 steps][4 t]
+    float* xsum = reinterpret_cast<float*>(xs + nch * 32);                 // [nch][NG]
+    float* red = xsum + nch * NG;                                          // [2][W][kT·16]
+    __shared__ float inv_s[8], red_ss[kMaxWarps * 8];
+
+    // ---- loader: (run, chunk index ci of this warp, tile tt) in steps of P tiles ----
+    uint8_t* my = ring + size_t(warp) * kR * SLOT;
+    const int nmy = nch / W, nruns = (a.tiles + kT - 1) / kT;
+    int lrun = blockIdx.x, lci = 0, ltt = 0, islot = 0;
+    auto issue = [&]() {
+#pragma unroll
+        for (int p = 0; p < P; ++p) {
+            const int64_t tile = int64_t(lrun) * kT + ltt + p;
+            if (lrun < nruns && tile < a.tiles) {
+                const int64_t blk = tile * nch + warp + W * lci;
+                uint8_t* d = my + islot * SLOT + p * ITEM;
+#pragma unroll
+                for (int k = lane; k < CODE / 16; k += 32) cp_async16(d + 16 * k, a.codes + blk * (CODE / 16) + k);
+                if (lane < SBC / 16) cp_async16(d + CODE + 16 * lane, a.sb + blk * SBC + 16 * lane);
+            }
+        }
+        asm volatile("cp.async.commit_group;\n" ::);
+        if ((ltt += P) == kT) {
+            ltt = 0;
+            if (++lci == nmy) lci = 0, lrun += gridDim.x;
+        }
+        islot ^= 1;
+    };
+
+    pdl_trigger();
+    issue();  // weights only: nothing earlier in the stream writes them
+    pdl_wait();
+
+    // ---- x' (prologue applied) as B fragments {hi, hi, lo, lo} per (chunk, step, t), group sums ----
+    float inv = 1.f;
+    if (a.xp.pre == PRE_RMSNORM) {
+        rms_factors(a.xp, inv_s, red_ss);
+        inv = inv_s[0];
+    }
+    // Thread i: real columns 4i..4i+3 = nibble columns 4i.. (4-bit, Q6_K) or 8i.. as (x, 16x) pairs (8-bit).
+    constexpr int V = BITS == 8 ? 2 : 1, CPG = GS / (4 * V);  // nibble columns per code, threads per group
+    for (int i = threadIdx.x; i < a.xp.K / 4; i += blockDim.x) {  // K/4 a multiple of 32: whole warps
+        float v[4];
+        load_x<4>(a.xp, a.xp.x, 4 * i, inv, v);
+        const int col = 4 * V * i, ch = col / 128, s = (col % 128) / 16, tt = (col % 16) / 4;
+        uint32_t h0, l0, h1, l1;
+        float s0, s1, s2, s3, sum;
+        if constexpr (V == 1) {
+            split2(v[0], v[1], h0, l0, s0, s1);
+            split2(v[2], v[3], h1, l1, s2, s3);
+            xs[(ch * 8 + s) * 4 + tt] = make_uint4(h0, h1, l0, l1);
+            sum = (s0 + s1) + (s2 + s3);
+        } else {
+            float z;
+            sum = 0.f;
+#pragma unroll
+            for (int q = 0; q < 2; ++q) {  // entry tt + q: codes 2q, 2q+1 as (x, 16x) (x, 16x)
+                split2(v[2 * q], 16.f * v[2 * q], h0, l0, s0, z);
+                split2(v[2 * q + 1], 16.f * v[2 * q + 1], h1, l1, s1, z);
+                xs[(ch * 8 + s) * 4 + tt + q] = make_uint4(h0, h1, l0, l1);
+                sum += s0 + s1;
+            }
+        }
+#pragma unroll
+        for (int m = 1; m < CPG; m <<= 1) sum += __shfl_xor_sync(0xffffffffu, sum, m);
+        if (i % CPG == 0) xsum[4 * i / (GS / V)] = sum;
+    }
+    __syncthreads();
+
+    int par = 0, slot = 0;
+    for (int run = blockIdx.x; run < nruns; run += gridDim.x) {
+        float* rw = red + (par * W + warp) * kT * 16 + g;
+        for (int ci = 0; ci < nmy; ++ci) {
+            const int ch = warp + W * ci;
+            uint2 xf[8];
+#pragma unroll
+            for (int s = 0; s < 8; ++s) {
+                const uint4 v = xs[(ch * 8 + s) * 4 + t];
+                const int col = 2 * ((s * 16 / GS) % 4);  // hi column of the step's group (Q6_K: groups 4-7 → d1)
+                xf[s] = g == col ? make_uint2(v.x, v.y) : g == col + 1 ? make_uint2(v.z, v.w) : make_uint2(0u, 0u);
+            }
+            const float XG = xsum[ch * NG + t % NG], XG2 = BITS == 6 ? xsum[ch * NG + t + 4] : 0.f;
+#pragma unroll 1
+            for (int j = 0; j < kT; j += P) {
+                __syncwarp();
+                issue();  // into the other slot (consumed last round)
+                asm volatile("cp.async.wait_group 1;\n" ::);
+                __syncwarp();
+#pragma unroll
+                for (int p = 0; p < P; ++p) {
+                    Item it;
+                    read_item<BITS, ST, NG>(my + slot * SLOT + p * ITEM, lane, g, t, it);
+                    float v0, v1;
+                    tile_math<GS, BITS == 4 ? 16 : BITS == 8 ? 272 : 64, BITS>(it, xf, XG, XG2, v0, v1);
+                    if (t == 0) {
+                        float* r = rw + (j + p) * 16;
+                        if (ci == 0) r[0] = v0, r[8] = v1;
+                        else r[0] += v0, r[8] += v1;
+                    }
+                }
+                slot ^= 1;
+            }
+        }
+        // The run's partials of all warps → y (fixed warp order). Double-buffered by parity: one barrier per run.
+        const float* rr = red + par * W * kT * 16;
+        __syncthreads();
+        for (int e = threadIdx.x; e < kT * 16; e += blockDim.x) {
+            float s = 0.f;
+            for (int q = 0; q < W; ++q) s += rr[q * kT * 16 + e];
+            const int64_t row = int64_t(run) * kT * 16 + e;
+            if (row < a.rows) a.y[row] = a.accum ? a.y[row] + s : s;
+        }
+        par ^= 1;
+    }
+    asm volatile("cp.async.wait_group 0;\n" ::);
+}
+
+size_t smem_bytes(const TileGeometry& g, int P) {
+    const int NG = 128 / g.group_nibbles;
+    const size_t item = size_t(g.code_bytes + g.sb_bytes);
+    return size_t(g.warps) * kR * P * item + size_t(g.nchunks) * (512 + NG * 4) + 2 * size_t(g.warps) * kT * 16 * 4;
+}
+
+template <int GS, class ST, int P, int BITS>
+void launch(const SArgs& a, int W, size_t smem, bool pdl, cudaStream_t stream) {
+    auto kernel = gemv_stream_kernel<GS, ST, P, BITS>;
+    static const bool attr_set = [&] {
+        CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemMax));
+        return true;
+    }();
+    (void)attr_set;
+    const int grid = int(std::min<int64_t>(sm_count(), (a.tiles + kT - 1) / kT));
+    launch_ex(kernel, dim3(unsigned(grid)), dim3(unsigned(32 * W)), smem, stream, pdl, 0, a);
+}
+
+template <int GS, class ST, int BITS>
+void launch_p(int P, const SArgs& a, int W, size_t smem, bool pdl, cudaStream_t stream) {
+    if (P == 4) launch<GS, ST, 4, BITS>(a, W, smem, pdl, stream);
+    else launch<GS, ST, 2, BITS>(a, W, smem, pdl, stream);
+}
+
+template <int GS, int BITS>
+void launch_st(DType st, int P, const SArgs& a, int W, size_t smem, bool pdl, cudaStream_t stream) {
+    if (st == DType::BF16) launch_p<GS, __nv_bfloat16, BITS>(P, a, W, smem, pdl, stream);
+    else if (st == DType::F16) launch_p<GS, __half, BITS>(P, a, W, smem, pdl, stream);
+    else launch_p<GS, float, BITS>(P, a, W, smem, pdl, stream);
+}
+
+bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+
+}  // namespace
+
+bool gemv_stream_fits(const Weight& W) {
+    const TileGeometry g = tile_geometry(W);
+    return W.format == WeightFormat::TILED && g.ok && smem_bytes(g, 2) <= size_t(kSmemMax);
+}
+
+void gemv_stream(const Weight& W, const float* x, int n, float* y, cudaStream_t stream, const LinearFusion* fusion,
+                 char* describe, size_t describe_bytes) {
+    EMBER_CHECK(gemv_stream_fits(W), "gemv_stream: not a tiled weight it can run");
+    const TileGeometry geo = tile_geometry(W);
+    const int nw = geo.warps, nch = int(geo.nchunks), gsn = geo.group_nibbles;
+    const int P = smem_bytes(geo, 4) <= size_t(kSmemMax) ? 4 : 2;
+    const size_t smem = smem_bytes(geo, P);
+    static const bool pdl_env = [] {
+        const char* e = std::getenv("EMBER_GEMV_PDL");
+        return !(e && e[0] == '0');
+    }();
+    if (describe)
+        std::snprintf(describe, describe_bytes, "stream %s g%d W%d P%d smem%zuK%s",
+                      geo.kind == 6 ? "Q6_K" : W.bits == 4 ? "q4" : "q8", W.group_size, nw, P,
+                      (smem + 1023) / 1024, pdl_env ? " pdl" : "");
+    if (x == nullptr || W.rows == 0) return;
+    EMBER_CHECK(n >= 1 && y && W.data && W.scales, "gemv_stream: bad arguments");
+    EMBER_CHECK(aligned16(W.data) && aligned16(W.scales), "gemv_stream: tiled storage must be 16-byte aligned");
+    const LinearFusion f = fusion ? *fusion : LinearFusion{};
+    SArgs a{};
+    a.codes = static_cast<const uint4*>(W.data), a.sb = static_cast<const uint8_t*>(W.scales);
+    a.rows = W.rows, a.tiles = int((W.rows + 15) / 16), a.nchunks = nch, a.accum = f.accumulate ? 1 : 0;
+    a.xp.norm_w = f.norm_w, a.xp.eps = f.eps, a.xp.n = 1, a.xp.K = int(W.cols);
+    a.xp.pre = f.norm_w ? PRE_RMSNORM : f.swiglu ? PRE_SWIGLU : PRE_NONE;
+    a.xp.xstride = f.swiglu ? 2 * int(W.cols) : int(W.cols);
+    a.xp.aligned = aligned16(x) && (!f.norm_w || aligned16(f.norm_w)) && a.xp.xstride % 4 == 0 ? 1 : 0;
+    // One launch per token (the weights are read once per token: meant for n = 1, decode).
+    for (int tok = 0; tok < n; ++tok) {
+        SArgs b = a;
+        b.xp.x = x + int64_t(tok) * a.xp.xstride;
+        b.y = y + int64_t(tok) * W.rows;
+        switch (geo.kind * 1000 + gsn) {
+            case 4032: launch_st<32, 4>(W.sb_dtype, P, b, nw, smem, pdl_env, stream); break;
+            case 4064: launch_st<64, 4>(W.sb_dtype, P, b, nw, smem, pdl_env, stream); break;
+            case 4128: launch_st<128, 4>(W.sb_dtype, P, b, nw, smem, pdl_env, stream); break;
+            case 8064: launch_st<64, 8>(W.sb_dtype, P, b, nw, smem, pdl_env, stream); break;
+            case 6016: launch_p<16, __half, 6>(P, b, nw, smem, pdl_env, stream); break;
+            default: launch_st<128, 8>(W.sb_dtype, P, b, nw, smem, pdl_env, stream); break;
+        }
+    }
+    CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace ember::cuda::detail

@@ -1,0 +1,231 @@
+// ops/linear/weight_tiles.cpp: 4/8-bit affine and GGML Q6_K → tiled storage, and back for affine (spec: weight_tiles.h).
+#include "ops/linear/weight_tiles.h"
+
+#include <cstring>
+
+#include "core/dtype.h"
+#include "core/parallel.h"
+#include "quant/ggml_blocks.h"
+
+namespace ember {
+namespace {
+
+int64_t tiles_of(const Weight& W) { return (W.rows + kTileRows - 1) / kTileRows; }
+
+// Column (within its chunk / Q6_K group pair) of nibble p of word wi of lane (g, t) — the same for both row halves.
+int tile_col(int t, int wi, int p) {
+    const int j = p % 4, s = 2 * wi + j / 2;
+    return 16 * s + 4 * t + 2 * (j % 2) + p / 4;
+}
+
+bool is_q6k(const Weight& W) {
+    return (W.format == WeightFormat::GGML || W.format == WeightFormat::TILED) && W.ggml_type == GgmlType::Q6_K;
+}
+
+}  // namespace
+
+int tiled_warps(int64_t cols) {
+    if (cols <= 0 || cols % kTileCols != 0) return 0;
+    const int64_t nch = cols / kTileCols;
+    for (int w = 20; w >= 8; --w)
+        if (nch % w == 0) return w;
+    return 0;
+}
+
+TileGeometry tile_geometry(const Weight& W) {
+    TileGeometry g;
+    if (W.rows <= 0 || W.cols <= 0) return g;
+    if (is_q6k(W)) {
+        if (W.cols % 256 != 0 || (W.format == WeightFormat::TILED && (W.bits != 6 || W.group_size != 16)))
+            return g;
+        g.kind = 6, g.nibble_cols = W.cols, g.group_nibbles = 16, g.code_bytes = 1536, g.sb_bytes = 160;
+    } else {
+        if (W.format != WeightFormat::AFFINE && W.format != WeightFormat::TILED) return g;
+        const bool groups = W.bits == 4 ? (W.group_size == 32 || W.group_size == 64 || W.group_size == 128)
+                                        : W.bits == 8 && (W.group_size == 32 || W.group_size == 64);
+        if (!groups || W.cols % kTileCols != 0) return g;
+        if (W.sb_dtype != DType::BF16 && W.sb_dtype != DType::F16 && W.sb_dtype != DType::F32) return g;
+        g.kind = W.bits, g.nibble_cols = W.cols * W.bits / 4, g.group_nibbles = W.group_size * W.bits / 4;
+        g.code_bytes = 1024, g.sb_bytes = 32 * (kTileCols / g.group_nibbles) * int(dtype_size(W.sb_dtype));
+    }
+    g.nchunks = g.nibble_cols / kTileCols;
+    g.warps = tiled_warps(g.nibble_cols);
+    g.ok = g.warps > 0;
+    return g;
+}
+
+bool tiles_supported(const Weight& W) { return W.format != WeightFormat::TILED && tile_geometry(W).ok; }
+
+Weight tiled_form(const Weight& W) {
+    Weight A = W;
+    A.format = WeightFormat::TILED;
+    if (is_q6k(W)) A.bits = 6, A.group_size = 16, A.sb_dtype = DType::F16;
+    A.data = A.scales = A.biases = nullptr;
+    return A;
+}
+
+int64_t tiled_code_bytes(const Weight& W) { return tiles_of(W) * tile_geometry(W).nchunks * tile_geometry(W).code_bytes; }
+int64_t tiled_sb_bytes(const Weight& W) { return tiles_of(W) * tile_geometry(W).nchunks * tile_geometry(W).sb_bytes; }
+
+namespace {
+
+// Q6_K: chunk = 128 columns = 8 groups G of 16 = k-steps s = G. Low nibbles exactly as the 4-bit layout; the
+// 2-bit high parts of a row in two words per lane (k-steps 0-3, 4-7): field 2·(s%4) + k + 8·hi holds code 2k + hi
+// of lane t's four in step s; int8 sc [g][G][h], then fp16 d [g][h] (the row's 256-column block's d, repeated in
+// its two chunks).
+void tile_q6k(const Weight& W, TiledWeight& T) {
+    const int64_t tiles = tiles_of(W), nch = W.cols / 128, nblk = W.cols / 256;
+    const auto* src = static_cast<const uint8_t*>(W.data);
+    parallel_for(tiles, 16, [&](int64_t tile0, int64_t tile1) {
+        int8_t codes[256];
+        float scale[16], mn[16];
+        for (int64_t tile = tile0; tile < tile1; ++tile)
+            for (int r16 = 0; r16 < 16; ++r16) {
+                const int64_t row = tile * kTileRows + r16;
+                if (row >= W.rows) continue;
+                const int g = r16 % 8, h = r16 / 8;
+                for (int64_t b = 0; b < nblk; ++b) {
+                    const uint8_t* blk = src + (row * nblk + b) * 210;
+                    ggml_decompose(GgmlType::Q6_K, blk, codes, scale, mn);
+                    for (int cc = 0; cc < 2; ++cc) {  // the block's two chunks
+                        const int64_t ch = b * 2 + cc, bi = tile * nch + ch;
+                        uint8_t* code = T.codes.data() + bi * 1536;
+                        uint8_t* sb = T.sb.data() + bi * 160;
+                        const int8_t* q = codes + cc * 128;
+                        for (int t = 0; t < 4; ++t) {
+                            const int lane = 4 * g + t;
+                            uint32_t nw[4] = {0, 0, 0, 0}, cw[2] = {0, 0};
+                            for (int wi = 0; wi < 4; ++wi)
+                                for (int p = 0; p < 8; ++p) nw[wi] |= uint32_t((q[tile_col(t, wi, p)] + 32) & 15) << (4 * p);
+                            for (int k = 0; k < 2; ++k)
+                                for (int f = 0; f < 16; ++f) {
+                                    const int st = 4 * k + (f % 8) / 2, i = 2 * (f % 2) + f / 8;
+                                    cw[k] |= uint32_t((q[16 * st + 4 * t + i] + 32) >> 4) << (2 * f);
+                                }
+                            std::memcpy(code + (h * 32 + lane) * 16, nw, 16);
+                            std::memcpy(code + 1024 + lane * 16 + 8 * h, cw, 8);
+                        }
+                        for (int G = 0; G < 8; ++G) sb[(g * 8 + G) * 2 + h] = blk[192 + cc * 8 + G];
+                        std::memcpy(sb + 128 + (g * 2 + h) * 2, blk + 208, 2);
+                    }
+                }
+            }
+    });
+}
+
+}  // namespace
+
+Expected<TiledWeight> tile_weight(const Weight& W) {
+    EMBER_REQUIRE(tiles_supported(W),
+                  "tile_weight: needs a 4-bit (group 32/64/128) or 8-bit (group 32/64) affine weight with bf16/f16/f32 "
+                  "scales, or GGML Q6_K, and a column count that is a multiple of 128 with a divisor of the nibble "
+                  "columns / 128 in [8, 20] (got %lld×%lld, %d-bit, group %d)",
+                  static_cast<long long>(W.rows), static_cast<long long>(W.cols), W.bits, W.group_size);
+    if (is_q6k(W)) {
+        EMBER_REQUIRE(W.data, "tile_weight: null data");
+        TiledWeight T;
+        T.codes.assign(static_cast<size_t>(tiled_code_bytes(W)), 0);
+        T.sb.assign(static_cast<size_t>(tiled_sb_bytes(W)), 0);
+        tile_q6k(W, T);
+        T.w = tiled_form(W);
+        T.w.data = T.codes.data(), T.w.scales = T.sb.data();
+        return T;
+    }
+    EMBER_REQUIRE(W.data && W.scales && W.biases, "tile_weight: null data, scales or biases");
+    const TileGeometry geo = tile_geometry(W);
+    const int64_t tiles = tiles_of(W), nch = geo.nchunks, ng = W.cols / W.group_size;
+    const int NG = kTileCols / geo.group_nibbles;
+    const size_t es = dtype_size(W.sb_dtype);
+    TiledWeight T;
+    T.codes.assign(static_cast<size_t>(tiled_code_bytes(W)), 0);
+    T.sb.assign(static_cast<size_t>(tiled_sb_bytes(W)), 0);
+    const auto* src = static_cast<const uint8_t*>(W.data);
+    const auto* sc = static_cast<const uint8_t*>(W.scales);
+    const auto* bi = static_cast<const uint8_t*>(W.biases);
+    const int64_t rb = geo.nibble_cols / 2, sbc = geo.sb_bytes;
+    parallel_for(tiles, 64, [&](int64_t tile0, int64_t tile1) {
+        for (int64_t tile = tile0; tile < tile1; ++tile) {
+            for (int64_t ch = 0; ch < nch; ++ch) {
+                const int64_t blk = tile * nch + ch;
+                uint8_t* out = T.codes.data() + blk * 1024;
+                for (int h = 0; h < 2; ++h)
+                    for (int lane = 0; lane < 32; ++lane) {
+                        const int g = lane / 4, t = lane % 4;
+                        const int64_t row = tile * kTileRows + g + 8 * h;
+                        if (row >= W.rows) continue;
+                        const uint8_t* r = src + row * rb + ch * (kTileCols / 2);
+                        for (int wi = 0; wi < 4; ++wi) {
+                            uint32_t word = 0;
+                            for (int p = 0; p < 8; ++p) {
+                                const int c = tile_col(t, wi, p);
+                                word |= uint32_t((r[c / 2] >> (4 * (c & 1))) & 15) << (4 * p);
+                            }
+                            std::memcpy(out + (h * 32 + lane) * 16 + wi * 4, &word, 4);
+                        }
+                    }
+                uint8_t* so = T.sb.data() + blk * sbc;
+                for (int g = 0; g < 8; ++g)
+                    for (int G = 0; G < NG; ++G)
+                        for (int h = 0; h < 2; ++h) {
+                            const int64_t row = tile * kTileRows + g + 8 * h;
+                            if (row >= W.rows) continue;
+                            const int64_t gi = row * ng + ch * NG + G;
+                            uint8_t* e = so + ((g * NG + G) * 4 + 2 * h) * es;
+                            std::memcpy(e, sc + gi * es, es);
+                            std::memcpy(e + es, bi + gi * es, es);
+                        }
+            }
+        }
+    });
+    T.w = tiled_form(W);
+    T.w.data = T.codes.data(), T.w.scales = T.sb.data();
+    return T;
+}
+
+Status untile_weight(const Weight& T, std::vector<uint8_t>& codes, std::vector<uint8_t>& scales,
+                     std::vector<uint8_t>& biases) {
+    const TileGeometry geo = tile_geometry(T);
+    EMBER_REQUIRE(T.format == WeightFormat::TILED && geo.ok && geo.kind != 6 && T.data && T.scales,
+                  "untile_weight: not a tiled affine weight");
+    const int64_t tiles = tiles_of(T), nch = geo.nchunks, ng = T.cols / T.group_size;
+    const int NG = kTileCols / geo.group_nibbles;
+    const size_t es = dtype_size(T.sb_dtype);
+    const int64_t rb = geo.nibble_cols / 2, sbc = geo.sb_bytes;
+    codes.assign(static_cast<size_t>(T.rows * rb), 0);
+    scales.assign(static_cast<size_t>(T.rows * ng) * es, 0);
+    biases.assign(scales.size(), 0);
+    const auto* in = static_cast<const uint8_t*>(T.data);
+    const auto* sb = static_cast<const uint8_t*>(T.scales);
+    for (int64_t tile = 0; tile < tiles; ++tile)
+        for (int64_t ch = 0; ch < nch; ++ch) {
+            const int64_t blk = tile * nch + ch;
+            for (int h = 0; h < 2; ++h)
+                for (int lane = 0; lane < 32; ++lane) {
+                    const int g = lane / 4, t = lane % 4;
+                    const int64_t row = tile * kTileRows + g + 8 * h;
+                    if (row >= T.rows) continue;
+                    uint8_t* r = codes.data() + row * rb + ch * (kTileCols / 2);
+                    for (int wi = 0; wi < 4; ++wi) {
+                        uint32_t word;
+                        std::memcpy(&word, in + blk * 1024 + (h * 32 + lane) * 16 + wi * 4, 4);
+                        for (int p = 0; p < 8; ++p) {
+                            const int c = tile_col(t, wi, p);
+                            r[c / 2] = static_cast<uint8_t>(r[c / 2] | ((word >> (4 * p)) & 15) << (4 * (c & 1)));
+                        }
+                    }
+                }
+            for (int g = 0; g < 8; ++g)
+                for (int G = 0; G < NG; ++G)
+                    for (int h = 0; h < 2; ++h) {
+                        const int64_t row = tile * kTileRows + g + 8 * h;
+                        if (row >= T.rows) continue;
+                        const int64_t gi = row * ng + ch * NG + G;
+                        const uint8_t* e = sb + blk * sbc + ((g * NG + G) * 4 + 2 * h) * es;
+                        std::memcpy(scales.data() + gi * es, e, es);
+                        std::memcpy(biases.data() + gi * es, e + es, es);
+                    }
+        }
+    return Status::ok();
+}
+
+}  // namespace ember
