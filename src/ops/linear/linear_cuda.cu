@@ -1,5 +1,5 @@
 // ops/linear/linear_cuda.cu: dispatch of the CUDA linear (spec: linear_cuda.h) — n ≤ 8 → GEMV kernels
-// (streaming tensor-core affine 4/8-bit, the tiled "stream" kernel for large 4-bit matrices, CUDA-core GGML
+// (streaming tensor-core affine 4/8-bit, the tiled "stream" kernel for large 4/8-bit and Q6_K matrices, CUDA-core GGML
 // blocks, fp32 CUDA-core dense and other affine widths),
 // n > 8 → the exact GEMV in 8-token chunks (or, opt-in, bf16 panels + cuBLAS: linear_gemm.cu).
 #include <algorithm>
