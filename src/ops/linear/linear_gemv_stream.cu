@@ -16,8 +16,9 @@
 //  - Same exact arithmetic as the q kernel (linear_gemv_q.cu): codes as bf16 16 + q, x = hi + lo bf16,
 //    y = Σ_groups s·C + (b − 16 s)·X with X = Σ x' of the group; fp32 accumulation.
 //  - Programmatic dependent launch: the first weight copies are issued before griddepcontrol.wait.
-//  - 8-bit codes are read as two nibbles (the high one meets 16·x); Q6_K codes as bf16 64 + q built from a nibble
-//    and a 2-bit field (its 8 groups per chunk in two accumulators).
+//  - 8-bit codes are read as two nibbles (the high one meets 16·x); Q6_K codes as bf16 128 + q taken from 6-bit
+//    streams (its 8 groups per chunk in two accumulators; y = d·Σ sc·(C − 160·X)).
+//  - The loader advances per-lane source pointers by whole tiles (64-bit index math only at chunk changes).
 // Measured (H200, n = 1, 290 MB – 1.1 GB heads): 4/8-bit 88–99 % of copy bandwidth where the q kernel reaches
 // 66–71 %; Q6_K 82–87 % (its block kernel: 56–58 %).
 #include <cuda_fp16.h>
@@ -70,46 +71,57 @@ template <> struct Sb4<float> {
     static __device__ __forceinline__ float4 get(const uint8_t* p) { return *reinterpret_cast<const float4*>(p); }
 };
 
-__device__ __forceinline__ void cp_async16(void* s, const void* g) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(uint32_t(__cvta_generic_to_shared(s))),
-                 "l"(g));
+__device__ __forceinline__ void cp_async16(uint32_t s, const void* g) {  // s: a shared-window address
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(g));
 }
 
-// Q6_K: bf16x2 {64 + q, 64 + q'} of two codes q = nibble + 16·crumb: nibbles j / j+4 of word wn to mantissa bits
-// 1-4 / 17-20, 2-bit fields f / f+8 of word cw to bits 5-6 / 21-22, ORed into 64.0 (0x4280: bit 1 worth 1).
-__device__ __forceinline__ uint32_t pair64(uint32_t wn, int j, uint32_t cw, int f) {
-    const uint32_t v1 = j == 0 ? (wn << 1) : (wn >> (4 * j - 1));
-    const uint32_t v2 = 2 * f <= 5 ? (cw << (5 - 2 * f)) : (cw >> (2 * f - 5));
-    uint32_t t, r;
-    asm("lop3.b32 %0, %1, %2, %3, 0xEA;\n" : "=r"(t) : "r"(v1), "n"(0x001E001E), "n"(0x42804280));
-    asm("lop3.b32 %0, %1, %2, %3, 0xEA;\n" : "=r"(r) : "r"(v2), "n"(0x00600060), "r"(t));
+// Q6_K: bf16x2 {128 + q, 128 + q'} of the 6-bit codes at bits 6i..6i+5 of the two 48-bit streams of words
+// w[3m..3m+2] (the low and the high 16-bit halves; weight_tiles.h), ORed into 128.0 (0x4300: bit 0 worth 1). Codes
+// inside one word: one shift + one LOP3; the two that straddle two words (i = 2, 5): two of each.
+__device__ __forceinline__ uint32_t pair128(const uint32_t* w, int m, int i) {
+    const int o = 6 * i, wa = 3 * m + o / 16, ba = o % 16;
+    uint32_t r;
+    if (ba + 6 <= 16) {
+        const uint32_t v = ba == 0 ? w[wa] : w[wa] >> ba;
+        asm("lop3.b32 %0, %1, %2, %3, 0xEA;\n" : "=r"(r) : "r"(v), "n"(0x003F003F), "n"(0x43004300));
+    } else {
+        const int n1 = 16 - ba;  // bits in the first word (4 or 2)
+        const uint32_t lo = w[wa] >> ba, hi = w[wa + 1] << n1;
+        const uint32_t m1 = ((1u << n1) - 1) * 0x00010001u, m2 = 0x003F003Fu & ~m1;
+        uint32_t t;
+        asm("lop3.b32 %0, %1, %2, %3, 0xEA;\n" : "=r"(t) : "r"(lo), "r"(m1), "n"(0x43004300));
+        asm("lop3.b32 %0, %1, %2, %3, 0xEA;\n" : "=r"(r) : "r"(hi), "r"(m2), "r"(t));
+    }
     return r;
 }
 
-// A tile-chunk as read by a lane: nibble words of rows g / g+8 (4 each); Q6_K also the 2-bit words (rows g: k-steps
-// 0-3, 4-7; g+8: the same) and the second group's scale entry (group t + 4).
+// A tile-chunk as read by a lane: its code words (4-bit / 8-bit: w[0..3] rows g, w[4..7] rows g+8; Q6_K: 12 words
+// of 6-bit streams) and its scale entry e (Q6_K: e = {d(g), d(g+8)}, f = the int8 sc {(g, t), (g+8, t), (g, t+4),
+// (g+8, t+4)} as floats).
 struct Item {
-    uint32_t wg[4], w8[4], cw[4];
-    float4 e, e2;
+    uint32_t w[12];
+    float4 e, f;
 };
 
-// A fragments of k-step s: 4-bit codes 16 + q (8-bit codes as nibble pairs), or Q6_K codes 64 + q.
+// A fragments of k-step s: 4-bit codes 16 + q (8-bit codes as nibble pairs), or Q6_K codes 128 + q.
 template <int BITS>
 __device__ __forceinline__ void frag(const Item& it, int s, uint32_t& a0, uint32_t& a1, uint32_t& a2, uint32_t& a3) {
-    const int w = s / 2, jb = 2 * (s % 2);
     if constexpr (BITS == 6) {
-        const int f = 2 * (s % 4), k = s / 4;
-        a0 = pair64(it.wg[w], jb, it.cw[k], f), a2 = pair64(it.wg[w], jb + 1, it.cw[k], f + 1);
-        a1 = pair64(it.w8[w], jb, it.cw[2 + k], f), a3 = pair64(it.w8[w], jb + 1, it.cw[2 + k], f + 1);
+        const int m = s / 2, i = 4 * (s % 2);
+        a0 = pair128(it.w, m, i), a1 = pair128(it.w, m, i + 1), a2 = pair128(it.w, m, i + 2),
+        a3 = pair128(it.w, m, i + 3);
     } else {
-        a0 = pair16(it.wg[w], jb), a2 = pair16(it.wg[w], jb + 1), a1 = pair16(it.w8[w], jb), a3 = pair16(it.w8[w], jb + 1);
+        const int w = s / 2, jb = 2 * (s % 2);
+        a0 = pair16(it.w[w], jb), a2 = pair16(it.w[w], jb + 1), a1 = pair16(it.w[4 + w], jb),
+        a3 = pair16(it.w[4 + w], jb + 1);
     }
 }
 
 // One 16-row × 128-nibble-column block: v0 / v1 = rows g / g+8 (valid in lanes t = 0). GS = nibble columns per
-// group; OFF = the code offset met by X (16 for 4-bit codes 16 + q; 272 = 16 + 16·16 for codes of two nibbles; 64
-// for Q6_K's 64 + q); e = this lane's {s(g), b(g), s(g+8), b(g+8)} of group t % NG (Q6_K: groups t, t + 4 in
-// two accumulators, k-steps 0-3 / 4-7, MMA columns 2·(G % 4), +1).
+// group; OFF = the code offset met by X (16 for 4-bit codes 16 + q; 272 = 16 + 16·16 for codes of two nibbles);
+// e = this lane's {s(g), b(g), s(g+8), b(g+8)} of group t % NG. Q6_K: groups t, t + 4 in two accumulators (k-steps
+// 0-3 / 4-7, MMA columns 2·(G % 4), +1), y = d·Σ_G sc·(C − 160·X) for codes 128 + q (w = d·sc·(q − 32)); XG, XG2
+// are then −160·X.
 template <int GS, int OFF, int BITS>
 __device__ __forceinline__ void tile_math(const Item& it, const uint2 (&xf)[8], float XG, float XG2, float& v0,
                                           float& v1) {
@@ -132,11 +144,9 @@ __device__ __forceinline__ void tile_math(const Item& it, const uint2 (&xf)[8], 
     const float4& e = it.e;
     float r0, r1;
     if constexpr (BITS == 6) {
-        const float4& f = it.e2;
-        r0 = fmaf(e.x, d0[0] + d0[1], fmaf(-float(OFF), e.x, e.y) * XG) +
-             fmaf(f.x, d1[0] + d1[1], fmaf(-float(OFF), f.x, f.y) * XG2);
-        r1 = fmaf(e.z, d0[2] + d0[3], fmaf(-float(OFF), e.z, e.w) * XG) +
-             fmaf(f.z, d1[2] + d1[3], fmaf(-float(OFF), f.z, f.w) * XG2);
+        const float4& f = it.f;
+        r0 = e.x * fmaf(f.x, (d0[0] + d0[1]) + XG, f.z * ((d1[0] + d1[1]) + XG2));
+        r1 = e.y * fmaf(f.y, (d0[2] + d0[3]) + XG, f.w * ((d1[2] + d1[3]) + XG2));
     } else {
         r0 = fmaf(e.x, (d0[0] + d1[0]) + (d0[1] + d1[1]), fmaf(-float(OFF), e.x, e.y) * XG);
         r1 = fmaf(e.z, (d0[2] + d1[2]) + (d0[3] + d1[3]), fmaf(-float(OFF), e.z, e.w) * XG);
@@ -152,25 +162,22 @@ __device__ __forceinline__ void tile_math(const Item& it, const uint2 (&xf)[8], 
     }
 }
 
-// A ring item as this lane reads it. Codes: 1024 bytes [h][lane][16 B] (+ Q6_K: 512 bytes of 2-bit words
-// [lane][16 B]); then the sb entries: ST {s, b} pairs (affine) or Q6_K int8 sc [g][G][h] + fp16 d [g][h]
-// (scale d·sc, exact in fp32; bias −32·scale).
+// A ring item as this lane reads it. Codes: 1024 bytes [h][lane][16 B] (Q6_K: 1536 bytes [3][lane][16 B]); then the
+// sb entries: ST {s, b} pairs (affine) or Q6_K int8 sc [lane][4] + fp16 d [g][h] (scale d·sc, bias −32·scale).
 template <int BITS, class ST, int NG>
 __device__ __forceinline__ void read_item(const uint8_t* b, int lane, int g, int t, Item& it) {
-    const uint4 a = reinterpret_cast<const uint4*>(b)[lane], c = reinterpret_cast<const uint4*>(b)[32 + lane];
-    it.wg[0] = a.x, it.wg[1] = a.y, it.wg[2] = a.z, it.wg[3] = a.w;
-    it.w8[0] = c.x, it.w8[1] = c.y, it.w8[2] = c.z, it.w8[3] = c.w;
+    constexpr int NP = BITS == 6 ? 3 : 2;
+#pragma unroll
+    for (int q = 0; q < NP; ++q) {
+        const uint4 v = reinterpret_cast<const uint4*>(b)[32 * q + lane];
+        it.w[4 * q] = v.x, it.w[4 * q + 1] = v.y, it.w[4 * q + 2] = v.z, it.w[4 * q + 3] = v.w;
+    }
     if constexpr (BITS == 6) {
-        const uint4 q = reinterpret_cast<const uint4*>(b + 1024)[lane];
-        it.cw[0] = q.x, it.cw[1] = q.y, it.cw[2] = q.z, it.cw[3] = q.w;
-        const uint16_t* sc = reinterpret_cast<const uint16_t*>(b + 1536);
-        const uint16_t s0 = sc[g * 8 + t], s1 = sc[g * 8 + t + 4];
+        const uint32_t sc = reinterpret_cast<const uint32_t*>(b + 1536)[lane];
         const __half2 d = reinterpret_cast<const __half2*>(b + 1536 + 128)[g];
-        const float dg = __low2float(d), d8 = __high2float(d);
-        const float a0 = dg * float(int8_t(s0 & 0xff)), a1 = d8 * float(int8_t(s0 >> 8));
-        const float b0 = dg * float(int8_t(s1 & 0xff)), b1 = d8 * float(int8_t(s1 >> 8));
-        it.e = make_float4(a0, -32.f * a0, a1, -32.f * a1);
-        it.e2 = make_float4(b0, -32.f * b0, b1, -32.f * b1);
+        it.e = make_float4(__low2float(d), __high2float(d), 0.f, 0.f);
+        it.f = make_float4(float(int8_t(sc & 0xff)), float(int8_t((sc >> 8) & 0xff)), float(int8_t((sc >> 16) & 0xff)),
+                           float(int8_t(sc >> 24)));
     } else {
         it.e = Sb4<ST>::get(b + 1024 + (g * NG + t % NG) * 4 * int(sizeof(ST)));
     }
@@ -193,27 +200,41 @@ __global__ void __launch_bounds__(32 * kMaxWarps, 1) gemv_stream_kernel(const SA
     __shared__ float inv_s[8], red_ss[kMaxWarps * 8];
 
     // ---- loader: (run, chunk index ci of this warp, tile tt) in steps of P tiles ----
-    uint8_t* my = ring + size_t(warp) * kR * SLOT;
+    // Per lane: source pointers of its 16-byte pieces at the loader's position (advanced by whole tiles; set anew
+    // at each chunk change), the first tile index there; destination = the ring slot + 16·lane.
+    uint8_t* my = ring + size_t(warp) * kR * SLOT + 16 * lane;
     const int nmy = nch / W, nruns = (a.tiles + kT - 1) / kT;
-    int lrun = blockIdx.x, lci = 0, ltt = 0, islot = 0;
+    constexpr int SBL = SBC / 16;  // lanes that copy the tile-chunk's sb bytes
+    const int64_t cstep = int64_t(nch) * (CODE / 16), sstep = int64_t(nch) * SBC;  // per tile
+    int lrun = blockIdx.x, lci = 0, ltt = 0, islot = 0, ltile = 0;
+    const uint4* gc = nullptr;
+    const uint8_t* gs = nullptr;
+    auto seek = [&]() {
+        ltile = lrun * kT;  // ≥ tiles once lrun ≥ nruns: nothing is copied then
+        const int64_t blk = int64_t(ltile) * nch + warp + W * lci;
+        gc = a.codes + blk * (CODE / 16) + lane;
+        gs = a.sb + blk * SBC + 16 * min(lane, SBL - 1);
+    };
+    seek();
+    const uint32_t my_s = uint32_t(__cvta_generic_to_shared(my));
     auto issue = [&]() {
+        const uint32_t d = my_s + islot * SLOT;
 #pragma unroll
-        for (int p = 0; p < P; ++p) {
-            const int64_t tile = int64_t(lrun) * kT + ltt + p;
-            if (lrun < nruns && tile < a.tiles) {
-                const int64_t blk = tile * nch + warp + W * lci;
-                uint8_t* d = my + islot * SLOT + p * ITEM;
+        for (int p = 0; p < P; ++p)
+            if (ltile + p < a.tiles) {
 #pragma unroll
-                for (int k = lane; k < CODE / 16; k += 32) cp_async16(d + 16 * k, a.codes + blk * (CODE / 16) + k);
-                if (lane < SBC / 16) cp_async16(d + CODE + 16 * lane, a.sb + blk * SBC + 16 * lane);
+                for (int k = 0; k < CODE / 512; ++k) cp_async16(d + p * ITEM + 512 * k, gc + p * cstep + 32 * k);
+                if (lane < SBL) cp_async16(d + p * ITEM + CODE, gs + p * sstep);
             }
-        }
         asm volatile("cp.async.commit_group;\n" ::);
+        islot ^= 1;
         if ((ltt += P) == kT) {
             ltt = 0;
             if (++lci == nmy) lci = 0, lrun += gridDim.x;
+            seek();
+        } else {
+            ltile += P, gc += P * cstep, gs += P * sstep;
         }
-        islot ^= 1;
     };
 
     pdl_trigger();
@@ -268,7 +289,8 @@ __global__ void __launch_bounds__(32 * kMaxWarps, 1) gemv_stream_kernel(const SA
                 const int col = 2 * ((s * 16 / GS) % 4);  // hi column of the step's group (Q6_K: groups 4-7 → d1)
                 xf[s] = g == col ? make_uint2(v.x, v.y) : g == col + 1 ? make_uint2(v.z, v.w) : make_uint2(0u, 0u);
             }
-            const float XG = xsum[ch * NG + t % NG], XG2 = BITS == 6 ? xsum[ch * NG + t + 4] : 0.f;
+            const float XG = BITS == 6 ? -160.f * xsum[ch * NG + t] : xsum[ch * NG + t % NG],
+                        XG2 = BITS == 6 ? -160.f * xsum[ch * NG + t + 4] : 0.f;
 #pragma unroll 1
             for (int j = 0; j < kT; j += P) {
                 __syncwarp();
@@ -278,9 +300,9 @@ __global__ void __launch_bounds__(32 * kMaxWarps, 1) gemv_stream_kernel(const SA
 #pragma unroll
                 for (int p = 0; p < P; ++p) {
                     Item it;
-                    read_item<BITS, ST, NG>(my + slot * SLOT + p * ITEM, lane, g, t, it);
+                    read_item<BITS, ST, NG>(my - 16 * lane + slot * SLOT + p * ITEM, lane, g, t, it);
                     float v0, v1;
-                    tile_math<GS, BITS == 4 ? 16 : BITS == 8 ? 272 : 64, BITS>(it, xf, XG, XG2, v0, v1);
+                    tile_math<GS, BITS == 4 ? 16 : BITS == 8 ? 272 : 0, BITS>(it, xf, XG, XG2, v0, v1);
                     if (t == 0) {
                         float* r = rw + (j + p) * 16;
                         if (ci == 0) r[0] = v0, r[8] = v1;

@@ -69,10 +69,11 @@ int64_t tiled_sb_bytes(const Weight& W) { return tiles_of(W) * tile_geometry(W).
 
 namespace {
 
-// Q6_K: chunk = 128 columns = 8 groups G of 16 = k-steps s = G. Low nibbles exactly as the 4-bit layout; the
-// 2-bit high parts of a row in two words per lane (k-steps 0-3, 4-7): field 2·(s%4) + k + 8·hi holds code 2k + hi
-// of lane t's four in step s; int8 sc [g][G][h], then fp16 d [g][h] (the row's 256-column block's d, repeated in
-// its two chunks).
+// Q6_K: chunk = 128 columns = 8 groups G of 16 = k-steps s = G. Lane (g, t)'s register r of k-step s (0: row g,
+// 1: row g+8, 2 / 3: the same at k + 8) holds the 6-bit codes q (0..63) of columns 16s + 4t + 2·(r / 2) + e (e =
+// 0, 1: the low / high 16-bit half) at bits 6i..6i+5 (i = 4·(s % 2) + r) of stream e of its words 3m..3m+2 (m =
+// s / 2); word 4p + c of the lane is 32-bit word c of its 16 bytes in piece p. int8 sc [lane][4] = {(g, t), (g+8,
+// t), (g, t+4), (g+8, t+4)}, then fp16 d [g][h] (the row's 256-column block's d, repeated in its two chunks).
 void tile_q6k(const Weight& W, TiledWeight& T) {
     const int64_t tiles = tiles_of(W), nch = W.cols / 128, nblk = W.cols / 256;
     const auto* src = static_cast<const uint8_t*>(W.data);
@@ -94,18 +95,25 @@ void tile_q6k(const Weight& W, TiledWeight& T) {
                         const int8_t* q = codes + cc * 128;
                         for (int t = 0; t < 4; ++t) {
                             const int lane = 4 * g + t;
-                            uint32_t nw[4] = {0, 0, 0, 0}, cw[2] = {0, 0};
-                            for (int wi = 0; wi < 4; ++wi)
-                                for (int p = 0; p < 8; ++p) nw[wi] |= uint32_t((q[tile_col(t, wi, p)] + 32) & 15) << (4 * p);
-                            for (int k = 0; k < 2; ++k)
-                                for (int f = 0; f < 16; ++f) {
-                                    const int st = 4 * k + (f % 8) / 2, i = 2 * (f % 2) + f / 8;
-                                    cw[k] |= uint32_t((q[16 * st + 4 * t + i] + 32) >> 4) << (2 * f);
-                                }
-                            std::memcpy(code + (h * 32 + lane) * 16, nw, 16);
-                            std::memcpy(code + 1024 + lane * 16 + 8 * h, cw, 8);
+                            uint32_t w[12] = {};
+                            for (int s = 0; s < 8; ++s)
+                                for (int r = h; r < 4; r += 2)  // this row's registers
+                                    for (int e = 0; e < 2; ++e) {
+                                        const uint32_t v = uint32_t(q[16 * s + 4 * t + 2 * (r / 2) + e] + 32);
+                                        for (int bit = 0; bit < 6; ++bit) {
+                                            const int o = 6 * (4 * (s % 2) + r) + bit;
+                                            w[3 * (s / 2) + o / 16] |= ((v >> bit) & 1u) << (o % 16 + 16 * e);
+                                        }
+                                    }
+                            for (int wi = 0; wi < 12; ++wi) {  // OR: the other row half fills the other bits
+                                uint32_t cur;
+                                uint8_t* dst = code + ((wi / 4) * 32 + lane) * 16 + (wi % 4) * 4;
+                                std::memcpy(&cur, dst, 4);
+                                cur |= w[wi];
+                                std::memcpy(dst, &cur, 4);
+                            }
                         }
-                        for (int G = 0; G < 8; ++G) sb[(g * 8 + G) * 2 + h] = blk[192 + cc * 8 + G];
+                        for (int G = 0; G < 8; ++G) sb[(4 * g + G % 4) * 4 + 2 * (G / 4) + h] = blk[192 + cc * 8 + G];
                         std::memcpy(sb + 128 + (g * 2 + h) * 2, blk + 208, 2);
                     }
                 }

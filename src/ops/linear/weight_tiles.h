@@ -15,11 +15,16 @@
 //   sb     [tiles][nchunks][8·NG entries], entry g·NG + G = {scale(g, G), bias(g, G), scale(g+8, G), bias(g+8, G)}
 //          in the weight's sb dtype (BF16, F16 or F32), G = the chunk's group index.
 // GGML Q6_K (w = d·sc·(q − 32), q = 4 low + 2 high bits, int8 sc per 16 columns, fp16 d per 256): chunks of 128
-// columns = 8 groups G of 16 = the k-steps (s = G). codes [tiles][nchunks][1536 B]: the low nibbles exactly as the
-// 4-bit layout above (1024 B), then the high 2-bit parts [lane][16 B] = 32-bit words {row g: k-steps 0-3, 4-7,
-// row g+8: the same}, field 2·(s%4) + k + 8·hi = code 2k + hi of lane t's four in step s (columns 4t + 0..3).
-// sb [tiles][nchunks][160 B]: int8 sc [g][G][h] (128 B), fp16 d [g][h] (32 B; the row's 256-column block's d,
-// repeated in its two chunks: 0.06 bits per weight more than the GGUF blocks).
+// columns = 8 groups G of 16 = the k-steps (s = G). codes [tiles][nchunks][1536 B] = [piece 0..2][lane][16 B]: lane
+// word 4·piece + c (c = its 32-bit word in the piece) = w[0..11]. Words w[3m..3m+2] (k-steps 2m, 2m+1) form two
+// 48-bit streams, of their low and of their high 16-bit halves (stream bit b = bit b % 16 of w[3m + b / 16] in the
+// half); the 6-bit codes q of A register r (0: row g k 2t, 2t+1; 1: row g+8; 2, 3: the same at k + 8) of k-step s
+// sit at bits 6i..6i+5 of the two streams, i = 4·(s % 2) + r; k = 2t + e, 2t + 8 + e (e = 0, 1: the low / high
+// stream) ↔ columns 16s + 4t + e, 16s + 4t + 2 + e, as in the 4-bit layout —
+// so that one shift + one LOP3 build a bf16 pair {128 + q, 128 + q'} (two of each for the codes at i = 2, 5 that
+// straddle two words). sb [tiles][nchunks][160 B]: int8 sc [lane][4] = {(g, t), (g+8, t), (g, t+4), (g+8, t+4)}
+// (128 B), fp16 d [g][h] (32 B; the row's 256-column block's d, repeated in its two chunks: 0.06 bits per weight
+// more than the GGUF blocks).
 // A Weight in this storage has format TILED (device only): data = codes, scales = sb, biases unused; bits /
 // group_size / sb_dtype / ggml_type of the source (Q6_K: 6, 16, F16, Q6_K). The CPU kernels do not read it.
 #pragma once

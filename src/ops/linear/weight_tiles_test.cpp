@@ -157,9 +157,10 @@ TEST(WeightTiles, KernelReadingMatchesTheReferenceGemv) {
             }
 }
 
-// GGML Q6_K: the kernel's reading of the tiled blocks (low nibbles as pair16 takes them, 2-bit high parts as
-// crumb16 takes them: fields 2G + i/2 + 8·(i%2) for lane t's code i of group G; scale d·sc from the sb block)
-// reproduces the fp64 reference GEMV of the GGUF blocks (ggml_dequantize). Random blocks, ragged rows.
+// GGML Q6_K: the kernel's reading of the tiled blocks (pair128: the 6-bit code of A register r of k-step s at bits
+// 6i..6i+5, i = 4·(s % 2) + r, of the 48-bit streams of the low / high halves of lane words 3·(s / 2)..+2; the
+// scale d·sc from lane t = G % 4's sc byte 2·(G / 4) + h) reproduces the fp64 reference GEMV of the GGUF blocks
+// (ggml_dequantize). Random blocks, ragged rows.
 TEST(WeightTiles, Q6KReadingMatchesTheReferenceGemv) {
     for (auto [rows, cols] : {std::pair<int64_t, int64_t>{19, 1024}, {3, 2560}}) {
         SCOPED_TRACE(std::to_string(rows) + "x" + std::to_string(cols));
@@ -188,19 +189,21 @@ TEST(WeightTiles, Q6KReadingMatchesTheReferenceGemv) {
                     double C = 0, X = 0;
                     for (int tt = 0; tt < 4; ++tt) {
                         const int lane = 4 * g + tt;
-                        uint32_t nw, cw;
-                        std::memcpy(&nw, codes + blk * 1536 + (h * 32 + lane) * 16 + 4 * (G / 2), 4);
-                        std::memcpy(&cw, codes + blk * 1536 + 1024 + lane * 16 + 8 * h + 4 * (G / 4), 4);
-                        for (int i = 0; i < 4; ++i) {  // pair16 / the kernel's crumb fields
-                            const int p = 2 * (G % 2) + i / 2 + 4 * (i % 2), c = 2 * (G % 4) + i / 2 + 8 * (i % 2);
-                            const int q = int((nw >> (4 * p)) & 15) + 16 * int((cw >> (2 * c)) & 3);
-                            const double xv = x[size_t(ch * 128 + 16 * G + 4 * tt + i)];
-                            C += q * xv, X += xv;
-                        }
+                        uint32_t w[12];
+                        for (int wi = 0; wi < 12; ++wi)
+                            std::memcpy(&w[wi], codes + blk * 1536 + ((wi / 4) * 32 + lane) * 16 + (wi % 4) * 4, 4);
+                        for (int r = h; r < 4; r += 2)  // A registers of this row: rows g (0, 2) / g+8 (1, 3)
+                            for (int e = 0; e < 2; ++e) {  // low / high half: k even / odd
+                                uint64_t stream = 0;
+                                for (int k = 0; k < 3; ++k) stream |= uint64_t((w[3 * (G / 2) + k] >> (16 * e)) & 0xffff) << (16 * k);
+                                const int q = int((stream >> (6 * (4 * (G % 2) + r))) & 63);
+                                const double xv = x[size_t(ch * 128 + 16 * G + 4 * tt + 2 * (r / 2) + e)];
+                                C += q * xv, X += xv;
+                            }
                     }
                     uint16_t d;
                     std::memcpy(&d, sb + blk * 160 + 128 + (g * 2 + h) * 2, 2);
-                    const double scale = double(f16_to_f32(d)) * double(int8_t(sb[blk * 160 + (g * 8 + G) * 2 + h]));
+                    const double scale = double(f16_to_f32(d)) * double(int8_t(sb[blk * 160 + (4 * g + G % 4) * 4 + 2 * (G / 4) + h]));
                     y += scale * (C - 32 * X);
                 }
             }
