@@ -22,6 +22,35 @@ bool is_q6k(const Weight& W) {
     return (W.format == WeightFormat::GGML || W.format == WeightFormat::TILED) && W.ggml_type == GgmlType::Q6_K;
 }
 
+// The affine layout's correspondence, for one tile-chunk (tile, ch) of W (rows beyond W.rows skipped):
+// code(row, byte offset of a 32-bit word in the tile-chunk's codes, the nibble columns of its 8 nibbles within the
+// chunk) and sb(row, group index in the row, byte offset of the {scale, bias} pair in the tile-chunk's sb).
+// tile_weight packs along it, untile_weight unpacks.
+template <class Code, class Sb>
+void visit_affine_chunk(const Weight& W, const TileGeometry& geo, int64_t tile, int64_t ch, Code&& code, Sb&& sb) {
+    const int NG = kTileCols / geo.group_nibbles;
+    const int64_t ng = W.cols / W.group_size;
+    const size_t es = dtype_size(W.sb_dtype);
+    for (int h = 0; h < 2; ++h)
+        for (int lane = 0; lane < 32; ++lane) {
+            const int g = lane / 4, t = lane % 4;
+            const int64_t row = tile * kTileRows + g + 8 * h;
+            if (row >= W.rows) continue;
+            for (int wi = 0; wi < 4; ++wi) {
+                int cols[8];
+                for (int p = 0; p < 8; ++p) cols[p] = tile_col(t, wi, p);
+                code(row, (h * 32 + lane) * 16 + wi * 4, cols);
+            }
+        }
+    for (int g = 0; g < 8; ++g)
+        for (int G = 0; G < NG; ++G)
+            for (int h = 0; h < 2; ++h) {
+                const int64_t row = tile * kTileRows + g + 8 * h;
+                if (row >= W.rows) continue;
+                sb(row, row * ng + ch * NG + G, ((g * NG + G) * 4 + 2 * h) * es);
+            }
+}
+
 }  // namespace
 
 int tiled_warps(int64_t cols) {
@@ -141,8 +170,7 @@ Expected<TiledWeight> tile_weight(const Weight& W) {
     }
     EMBER_REQUIRE(W.data && W.scales && W.biases, "tile_weight: null data, scales or biases");
     const TileGeometry geo = tile_geometry(W);
-    const int64_t tiles = tiles_of(W), nch = geo.nchunks, ng = W.cols / W.group_size;
-    const int NG = kTileCols / geo.group_nibbles;
+    const int64_t tiles = tiles_of(W), nch = geo.nchunks;
     const size_t es = dtype_size(W.sb_dtype);
     TiledWeight T;
     T.codes.assign(static_cast<size_t>(tiled_code_bytes(W)), 0);
@@ -152,38 +180,24 @@ Expected<TiledWeight> tile_weight(const Weight& W) {
     const auto* bi = static_cast<const uint8_t*>(W.biases);
     const int64_t rb = geo.nibble_cols / 2, sbc = geo.sb_bytes;
     parallel_for(tiles, 64, [&](int64_t tile0, int64_t tile1) {
-        for (int64_t tile = tile0; tile < tile1; ++tile) {
+        for (int64_t tile = tile0; tile < tile1; ++tile)
             for (int64_t ch = 0; ch < nch; ++ch) {
-                const int64_t blk = tile * nch + ch;
-                uint8_t* out = T.codes.data() + blk * 1024;
-                for (int h = 0; h < 2; ++h)
-                    for (int lane = 0; lane < 32; ++lane) {
-                        const int g = lane / 4, t = lane % 4;
-                        const int64_t row = tile * kTileRows + g + 8 * h;
-                        if (row >= W.rows) continue;
+                uint8_t* out = T.codes.data() + (tile * nch + ch) * 1024;
+                uint8_t* so = T.sb.data() + (tile * nch + ch) * sbc;
+                visit_affine_chunk(
+                    W, geo, tile, ch,
+                    [&](int64_t row, int off, const int (&cols)[8]) {
                         const uint8_t* r = src + row * rb + ch * (kTileCols / 2);
-                        for (int wi = 0; wi < 4; ++wi) {
-                            uint32_t word = 0;
-                            for (int p = 0; p < 8; ++p) {
-                                const int c = tile_col(t, wi, p);
-                                word |= uint32_t((r[c / 2] >> (4 * (c & 1))) & 15) << (4 * p);
-                            }
-                            std::memcpy(out + (h * 32 + lane) * 16 + wi * 4, &word, 4);
-                        }
-                    }
-                uint8_t* so = T.sb.data() + blk * sbc;
-                for (int g = 0; g < 8; ++g)
-                    for (int G = 0; G < NG; ++G)
-                        for (int h = 0; h < 2; ++h) {
-                            const int64_t row = tile * kTileRows + g + 8 * h;
-                            if (row >= W.rows) continue;
-                            const int64_t gi = row * ng + ch * NG + G;
-                            uint8_t* e = so + ((g * NG + G) * 4 + 2 * h) * es;
-                            std::memcpy(e, sc + gi * es, es);
-                            std::memcpy(e + es, bi + gi * es, es);
-                        }
+                        uint32_t word = 0;
+                        for (int p = 0; p < 8; ++p)
+                            word |= uint32_t((r[cols[p] / 2] >> (4 * (cols[p] & 1))) & 15) << (4 * p);
+                        std::memcpy(out + off, &word, 4);
+                    },
+                    [&](int64_t, int64_t gi, size_t off) {
+                        std::memcpy(so + off, sc + gi * es, es);
+                        std::memcpy(so + off + es, bi + gi * es, es);
+                    });
             }
-        }
     });
     T.w = tiled_form(W);
     T.w.data = T.codes.data(), T.w.scales = T.sb.data();
@@ -196,7 +210,6 @@ Status untile_weight(const Weight& T, std::vector<uint8_t>& codes, std::vector<u
     EMBER_REQUIRE(T.format == WeightFormat::TILED && geo.ok && geo.kind != 6 && T.data && T.scales,
                   "untile_weight: not a tiled affine weight");
     const int64_t tiles = tiles_of(T), nch = geo.nchunks, ng = T.cols / T.group_size;
-    const int NG = kTileCols / geo.group_nibbles;
     const size_t es = dtype_size(T.sb_dtype);
     const int64_t rb = geo.nibble_cols / 2, sbc = geo.sb_bytes;
     codes.assign(static_cast<size_t>(T.rows * rb), 0);
@@ -206,32 +219,21 @@ Status untile_weight(const Weight& T, std::vector<uint8_t>& codes, std::vector<u
     const auto* sb = static_cast<const uint8_t*>(T.scales);
     for (int64_t tile = 0; tile < tiles; ++tile)
         for (int64_t ch = 0; ch < nch; ++ch) {
-            const int64_t blk = tile * nch + ch;
-            for (int h = 0; h < 2; ++h)
-                for (int lane = 0; lane < 32; ++lane) {
-                    const int g = lane / 4, t = lane % 4;
-                    const int64_t row = tile * kTileRows + g + 8 * h;
-                    if (row >= T.rows) continue;
+            const uint8_t* blk = in + (tile * nch + ch) * 1024;
+            const uint8_t* sbk = sb + (tile * nch + ch) * sbc;
+            visit_affine_chunk(
+                T, geo, tile, ch,
+                [&](int64_t row, int off, const int (&cols)[8]) {
                     uint8_t* r = codes.data() + row * rb + ch * (kTileCols / 2);
-                    for (int wi = 0; wi < 4; ++wi) {
-                        uint32_t word;
-                        std::memcpy(&word, in + blk * 1024 + (h * 32 + lane) * 16 + wi * 4, 4);
-                        for (int p = 0; p < 8; ++p) {
-                            const int c = tile_col(t, wi, p);
-                            r[c / 2] = static_cast<uint8_t>(r[c / 2] | ((word >> (4 * p)) & 15) << (4 * (c & 1)));
-                        }
-                    }
-                }
-            for (int g = 0; g < 8; ++g)
-                for (int G = 0; G < NG; ++G)
-                    for (int h = 0; h < 2; ++h) {
-                        const int64_t row = tile * kTileRows + g + 8 * h;
-                        if (row >= T.rows) continue;
-                        const int64_t gi = row * ng + ch * NG + G;
-                        const uint8_t* e = sb + blk * sbc + ((g * NG + G) * 4 + 2 * h) * es;
-                        std::memcpy(scales.data() + gi * es, e, es);
-                        std::memcpy(biases.data() + gi * es, e + es, es);
-                    }
+                    uint32_t word;
+                    std::memcpy(&word, blk + off, 4);
+                    for (int p = 0; p < 8; ++p)
+                        r[cols[p] / 2] = static_cast<uint8_t>(r[cols[p] / 2] | ((word >> (4 * p)) & 15) << (4 * (cols[p] & 1)));
+                },
+                [&](int64_t, int64_t gi, size_t off) {
+                    std::memcpy(scales.data() + gi * es, sbk + off, es);
+                    std::memcpy(biases.data() + gi * es, sbk + off + es, es);
+                });
         }
     return Status::ok();
 }
