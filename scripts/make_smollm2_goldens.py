@@ -15,6 +15,13 @@ Writes into --out:
   logits.bin     teacher-forced logits of one prompt, every position, full vocab, float16 LE [n, 49152]
   logits.json    its prompt ids, shape, dtype, top-5 per position in float32
   ppl.json       perplexity of ppl.txt (committed text) by llama-perplexity's algorithm, n_ctx 512
+  greedy_f32dequant.json, logits_f32dequant.{bin,json}
+                 the same greedy prompts (read from greedy.json) and teacher-forced prompt, run by llama.cpp on
+                 the model with every tensor dequantized to F32 by gguf-py (llama_eval.py dequant-to-f32; the
+                 file stays in ~/.cache/ember/derived/): llama.cpp then multiplies the very same weight values with fp32
+                 activations (no 8-bit activation rounding), i.e. the function ember computes on the Q4_1 file.
+                 Logits stored as float16 of (logit - row max), so the values that carry the probability keep
+                 ~3-4 significant digits. ppl_f32dequant.json: the perplexity of ppl.txt on it (F32 KV).
 All llama.cpp contexts: n_threads 2, CPU, flash attention off, KV cache F32 (except where stated).
 """
 from __future__ import annotations
@@ -33,8 +40,8 @@ import llama_cpp
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE / "peer_llama_cpp"))
-from paths import smollm2_gguf, peer_src  # noqa: E402
-from llama_eval import load  # noqa: E402
+from paths import smollm2_gguf, peer_src, derived_dir  # noqa: E402
+from llama_eval import load, cmd_dequant_to_f32  # noqa: E402
 
 ROOT = HERE.parent
 DEFAULT_OUT = ROOT / "tests" / "fixtures" / "smollm2"
@@ -202,7 +209,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", type=Path, default=None)
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT)
-    ap.add_argument("--skip", nargs="*", default=[], help="parts to skip: tokenize chat greedy logits ppl")
+    ap.add_argument("--skip", nargs="*", default=[],
+                    help="parts to skip: tokenize chat greedy logits ppl f32dequant")
     a = ap.parse_args()
     model = a.model or smollm2_gguf()
     a.out.mkdir(parents=True, exist_ok=True)
@@ -324,6 +332,65 @@ def main() -> None:
             del l2
         out["ppl"] = out["runs"]["kv_f32"]["ppl"]
         write_json(a.out / "ppl.json", out)
+
+    if "f32dequant" not in a.skip:
+        f32_dequant_goldens(model, a.out, common, add_bos)
+
+
+def f32_dequant_goldens(model: Path, out: Path, common: dict, add_bos: bool) -> None:
+    """greedy_f32dequant.json + logits_f32dequant.{bin,json}: llama.cpp on the gguf-py F32 dequantization."""
+    import types
+    f32 = derived_dir() / (model.stem + ".f32-dequant.gguf")
+    if not f32.exists():
+        cmd_dequant_to_f32(types.SimpleNamespace(src=str(model), dst=str(f32)))
+    llm = load(str(f32), 2048, "f32")
+    info = {**common, "model_file": f32.name, "dequantized_from": model.name,
+            "dequantized_from_sha256": common["model_sha256"],
+            "model_sha256": hashlib.sha256(f32.read_bytes()).hexdigest(),
+            "dequantization": "scripts/peer_llama_cpp/llama_eval.py dequant-to-f32 (PyPI gguf-py "
+                              "quants.dequantize, every tensor to F32, metadata copied)"}
+    g = json.loads((out / "greedy.json").read_text())
+    cases = []
+    for c in g["cases"]:
+        pids = c["prompt_ids"]
+        gen = greedy(llm, pids, N_GEN)
+        llm.reset()
+        llm.eval(pids + gen[:-1])
+        sc = np.sort(np.array(llm.scores[len(pids) - 1: len(pids) + N_GEN - 1], dtype=np.float32), axis=-1)
+        margins = (sc[:, -1] - sc[:, -2]).tolist()
+        same_q41 = next((i for i, (x, y) in enumerate(zip(gen, c["generated_ids"])) if x != y), N_GEN)
+        cases.append({"kind": c["kind"], "prompt": c["prompt"], "prompt_ids": pids, "generated_ids": gen,
+                      "top1_margins": [round(m, 6) for m in margins], "min_margin": float(min(margins)),
+                      "q4_1_file_agree_prefix": same_q41})
+        print(f"greedy f32-dequant [{c['kind']}] {c['prompt'][:40]!r}: min margin {min(margins):.5f}, "
+              f"equal to the Q4_1 file's run for {same_q41}/{N_GEN}")
+    write_json(out / "greedy_f32dequant.json", {**info, "n_generate": N_GEN, "ignore_eos": True,
+               "decoding": "argmax of llama.cpp logits (F32 KV); prompt prefilled in one batch, then one token "
+                           "per llama_decode; no penalties, EOS not a stop",
+               "fields": {"top1_margins": "logit gap top-1 minus top-2 at each generated step",
+                          "q4_1_file_agree_prefix": "leading tokens equal to greedy.json (llama.cpp on the Q4_1 "
+                                                    "file itself, with its 8-bit activation rounding)"},
+               "cases": cases})
+    pids = json.loads((out / "logits.json").read_text())["prompt_ids"]
+    llm.reset()
+    llm.eval(pids)
+    lg = np.array(llm.scores[: len(pids)], dtype=np.float32)
+    rel = lg - lg.max(axis=-1, keepdims=True)
+    rel.astype("<f2").tofile(out / "logits_f32dequant.bin")
+    top5 = np.argsort(-lg, axis=-1)[:, :5]
+    write_json(out / "logits_f32dequant.json", {**info, "prompt_ids": pids, "shape": list(lg.shape),
+               "dtype": "float16 little-endian, row-major [n_tokens, n_vocab], of logit minus its row's maximum",
+               "computed_as": "float32 by llama.cpp in one llama_decode", "top5_ids": top5.tolist(),
+               "top5_logits_f32": np.take_along_axis(lg, top5, -1).tolist()})
+    print(f"logits_f32dequant.bin: {lg.shape}")
+    del llm
+    raw = (out / "ppl.txt").read_bytes().decode("utf-8")
+    text = raw[:-1] if raw.endswith("\n") else raw  # as llama-perplexity -f
+    l2 = load(str(f32), PPL_CTX, "f32", logits_all=True)
+    r = perplexity(l2, tokenize(l2, text, add_bos, False), PPL_CTX, add_bos, int(common["bos_id"]))
+    write_json(out / "ppl_f32dequant.json", {**info, "text_file": "ppl.txt", "n_ctx": PPL_CTX, "kv": "f32",
+               "algorithm": "as ppl.json (llama-perplexity's, see perplexity() in this script)", **r})
+    print(f"ppl f32-dequant: {r['ppl']:.5f}")
 
 
 if __name__ == "__main__":

@@ -35,13 +35,20 @@ def peer_src() -> Path:
     return cands[-1]
 
 
+def derived_dir() -> Path:
+    """files made from downloaded models (e.g. F32 dequantizations), kept out of models/"""
+    d = CACHE / "derived"
+    d.mkdir(parents=True, exist_ok=True)
+    return d
+
+
 def llama_cpp_dir() -> Path:
     return peer_src() / "vendor" / "llama.cpp"
 
 
 def smollm2_gguf() -> Path:
     models = CACHE / "models"
-    cands = sorted(models.glob("SmolLM2-135M-Instruct*.gguf"))
+    cands = [c for c in sorted(models.glob("SmolLM2-135M-Instruct*.gguf")) if "dequant" not in c.name]
     if not cands:
         raise SystemExit(f"no SmolLM2 GGUF in {models}: run scripts/fetch-smollm2.sh")
     return cands[0]
