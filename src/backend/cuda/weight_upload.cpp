@@ -63,7 +63,7 @@ std::vector<const Weight*> device_forms(const std::vector<const Weight*>& parts,
 }
 
 // The tiling rule (weight_upload.h): EMBER_TILED=0 off, 1 every supported matrix, else ≥ 64 MiB. The stream kernel
-// reaches 88–99 % of copy bandwidth on 290 MB – 1.1 GB heads (Q6_K 82–87 %) where the row-major kernels reach
+// reaches 89–99 % of copy bandwidth on 290 MB – 1.1 GB heads (Q6_K 92–95 %) where the row-major kernels reach
 // 56–71 %; on ≤ 30 MB matrices its one-block-per-SM runs of 256 rows leave SMs idle and it loses to the q kernel
 // (bench/results/2026-12-01-h200-stream-gemv.md).
 bool tile_it(const Weight& w) {

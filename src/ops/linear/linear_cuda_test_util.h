@@ -227,6 +227,20 @@ inline void to_tiled(Case& c) {
     c.dw.data = c.d_data.get(), c.dw.scales = c.d_sc.get(), c.dw.biases = nullptr;
 }
 
+// Σ_c |w[r, c]·x[t, c]| for every (token t, row r) of a host weight (the scale of a GEMV's rounding budget).
+inline std::vector<float> abs_products(const Weight& W, const std::vector<float>& x, int64_t n) {
+    std::vector<float> A(static_cast<size_t>(n * W.rows)), wr(static_cast<size_t>(W.cols));
+    for (int64_t r = 0; r < W.rows; ++r) {
+        weight_row(W, r, wr.data());
+        for (int64_t k = 0; k < n; ++k) {
+            double a = 0;
+            for (int64_t c = 0; c < W.cols; ++c) a += std::fabs(double(wr[size_t(c)]) * x[size_t(k * W.cols + c)]);
+            A[size_t(k * W.rows + r)] = float(a);
+        }
+    }
+    return A;
+}
+
 inline void run_linear(const Case& c, int64_t n, float* y) {
     const size_t ws_bytes = linear_workspace_bytes(c.dw, n);
     DeviceBuffer ws = ws_bytes ? dalloc(ws_bytes) : DeviceBuffer();

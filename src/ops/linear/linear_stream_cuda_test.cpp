@@ -70,18 +70,10 @@ TEST(LinearStreamCuda, Q6KMatchesReference) {
         Weight D = t.value().w;
         D.data = dc.get(), D.scales = ds.get();
         const int64_t n = 3;
-        std::vector<float> x(static_cast<size_t>(n * cols)), ref(static_cast<size_t>(n * rows)), A(ref.size());
+        std::vector<float> x(static_cast<size_t>(n * cols)), ref(static_cast<size_t>(n * rows));
         for (float& v : x) v = nd(rng);
         linear_ref(W, x.data(), n, ref.data());
-        std::vector<float> wr(static_cast<size_t>(cols));
-        for (int64_t r = 0; r < rows; ++r) {
-            weight_row(W, r, wr.data());
-            for (int64_t k = 0; k < n; ++k) {
-                double a = 0;
-                for (int64_t c = 0; c < cols; ++c) a += std::fabs(double(wr[size_t(c)]) * x[size_t(k * cols + c)]);
-                A[size_t(k * rows + r)] = float(a);
-            }
-        }
+        const std::vector<float> A = abs_products(W, x, n);
         DeviceBuffer dx = dalloc(x.size() * 4);
         copy_to_device(dx.get(), x.data(), x.size() * 4);
         for (int64_t m : {int64_t(1), n}) {
