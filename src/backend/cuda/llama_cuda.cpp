@@ -55,7 +55,7 @@ protected:
 private:
     const Llama& host() const { return static_cast<const Llama&>(*cpu_); }
 
-    Weight embed_;  // gather copy (dense)
+    Weight embed_;  // the gather copy (DeviceArena::upload_gather_table)
     const float* final_norm_ = nullptr;
     std::vector<DevLayer> layers_;
     GatedAttentionDims adims_{};

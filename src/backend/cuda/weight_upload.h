@@ -27,7 +27,8 @@ public:
                         const char* what);
     Expected<const float*> upload(const std::vector<float>& v, const char* what);
     // An embedding table for embed_rows: uploaded as stored, except block-quantized (GGML) tables, which the
-    // gather kernel does not read — those are expanded to f32 once (exact: weight_row).
+    // gather kernel does not read — Q4_0 / Q4_1 / Q8_0 / Q4_K as their exact affine form (weight_repack.h), other
+    // types expanded to f32 once (both exact: the rows equal weight_row of the blocks).
     Expected<Weight> upload_gather_table(const Weight& E, const char* what);
     int64_t bytes() const { return bytes_; }
     // Repack every repackable GGML matrix uploaded from now on, whatever its size (the model sets it when all its
