@@ -168,20 +168,10 @@ Status DeviceArena::upload_group(const std::vector<const Weight*>& parts0, Weigh
 
 Expected<Weight> DeviceArena::upload_gather_table(const Weight& E, const char* what) {
     if (E.format != WeightFormat::GGML) return upload_impl(E, what, false);  // the gather reads rows as stored
-    // Q4_0 / Q4_1 / Q8_0 / Q4_K: their exact affine form, which the gather reads (the values of weight_row; 3.6–6.4×
-    // smaller than f32: Llama-8B's Q4_K table 2.1 GB → 0.39 GB). Other block types (and EMBER_GGML_REPACK=off, or
-    // a block with a non-finite scale): expanded to f32 once.
-    if (repack_mode() != 2 && ggml_affine_exact(E.ggml_type)) {
-        auto r = ggml_to_affine(E);
-        if (r.is_ok()) return upload_impl(r.value().w, what, false);
-    }
-    std::vector<float> table(static_cast<size_t>(E.rows * E.cols));
-    for (int64_t r = 0; r < E.rows; ++r) weight_row(E, r, &table[static_cast<size_t>(r * E.cols)]);
-    EMBER_ASSIGN(const float* p, upload(table, what));
+    // GGML tables as stored in the file: embed_rows decodes their blocks (Llama-8B's Q4_K table: 0.29 GB, where an
+    // f32 expansion took 2.1 GB).
     Weight d = E;
-    d.format = WeightFormat::DENSE;
-    d.dtype = DType::F32;
-    d.data = p;
+    EMBER_ASSIGN(d.data, put(E.data, static_cast<size_t>(E.rows * E.row_bytes()), what));
     return d;
 }
 

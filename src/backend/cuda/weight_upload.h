@@ -26,9 +26,8 @@ public:
     Status upload_group(const std::vector<const Weight*>& parts, Weight& stacked, const std::vector<Weight*>& outs,
                         const char* what);
     Expected<const float*> upload(const std::vector<float>& v, const char* what);
-    // An embedding table for embed_rows: uploaded as stored, except block-quantized (GGML) tables, which the
-    // gather kernel does not read — Q4_0 / Q4_1 / Q8_0 / Q4_K as their exact affine form (weight_repack.h), other
-    // types expanded to f32 once (both exact: the rows equal weight_row of the blocks).
+    // An embedding table for embed_rows, uploaded as stored (never tiled or repacked; GGML blocks included: the
+    // gather decodes them, rows equal to weight_row's).
     Expected<Weight> upload_gather_table(const Weight& E, const char* what);
     int64_t bytes() const { return bytes_; }
     // Repack every repackable GGML matrix uploaded from now on, whatever its size (the model sets it when all its

@@ -1,5 +1,6 @@
 // CUDA embedding gather (spec: embedding_cuda.h): one block per token; dense rows in 16-byte chunks,
-// affine rows decoded code by code from the LSB-first bit stream (quant/affine.h).
+// affine rows decoded code by code from the LSB-first bit stream (quant/affine.h), GGML rows element by element
+// from their blocks (quant/ggml_blocks.h: the same fp32 operations in the same order, no FMA).
 #include "ops/embedding/embedding_cuda.h"
 
 #include <cuda_fp16.h>
@@ -10,6 +11,7 @@
 #include "backend/cuda/pdl.cuh"
 #include "core/check.h"
 #include "quant/affine.h"
+#include "quant/ggml_type.h"
 
 namespace ember::cuda {
 
@@ -100,6 +102,66 @@ __global__ void embed_affine(const uint32_t* W, const void* scales, const void* 
     }
 }
 
+__device__ __forceinline__ float f16_at(const uint8_t* p) { return f16_bits_to_f32(uint32_t(p[0]) | uint32_t(p[1]) << 8); }
+
+// Element e of one GGML block b (quant/ggml_blocks.h; blocks are only 2-byte aligned: bytes are read singly).
+__device__ float ggml_element(GgmlType t, const uint8_t* b, int e) {
+    switch (t) {
+        case GgmlType::Q4_0: {
+            const int q = e < 16 ? (b[2 + e] & 15) : (b[2 + e - 16] >> 4);
+            return __fmul_rn(f16_at(b), static_cast<float>(q - 8));
+        }
+        case GgmlType::Q4_1: {
+            const int q = e < 16 ? (b[4 + e] & 15) : (b[4 + e - 16] >> 4);
+            return __fadd_rn(__fmul_rn(f16_at(b), static_cast<float>(q)), f16_at(b + 2));
+        }
+        case GgmlType::Q5_0: {
+            const int nib = e < 16 ? (b[6 + e] & 15) : (b[6 + e - 16] >> 4);
+            const int q = nib | ((b[2 + e / 8] >> (e % 8)) & 1) << 4;  // bit e of the little-endian u32 qh
+            return __fmul_rn(f16_at(b), static_cast<float>(q - 16));
+        }
+        case GgmlType::Q8_0: return __fmul_rn(f16_at(b), static_cast<float>(static_cast<int8_t>(b[2 + e])));
+        case GgmlType::Q4_K:
+        case GgmlType::Q5_K: {
+            const bool k5 = t == GgmlType::Q5_K;
+            const int s = e / 32, l = e % 32;
+            const uint8_t* sc12 = b + 4;
+            const int sc = s < 4 ? (sc12[s] & 63) : ((sc12[s + 4] & 15) | (sc12[s - 4] >> 6) << 4);
+            const int mn = s < 4 ? (sc12[s + 4] & 63) : ((sc12[s + 4] >> 4) | (sc12[s] >> 6) << 4);
+            int q = (b[(k5 ? 48 : 16) + 32 * (s / 2) + l] >> ((s & 1) * 4)) & 15;
+            if (k5) q |= ((b[16 + l] >> s) & 1) << 4;
+            const float ds = __fmul_rn(f16_at(b), static_cast<float>(sc));
+            const float dm = __fmul_rn(f16_at(b + 2), static_cast<float>(mn));
+            return __fsub_rn(__fmul_rn(ds, static_cast<float>(q)), dm);
+        }
+        case GgmlType::Q6_K: {
+            const int h = e / 128, k = (e % 128) / 32, l = e % 32;
+            const uint8_t byte = b[64 * h + 32 * (k & 1) + l];
+            const int q = (k >= 2 ? byte >> 4 : byte & 15) | ((b[128 + 32 * h + l] >> (2 * k)) & 3) << 4;
+            const float ds = __fmul_rn(f16_at(b + 208), static_cast<float>(static_cast<int8_t>(b[192 + e / 16])));
+            return __fmul_rn(ds, static_cast<float>(q - 32));
+        }
+        default: return __int_as_float(0x7fc00000);  // (the launcher admits only the types above)
+    }
+}
+
+// GGML block rows: element c of row id from block c / be (be elements, bb bytes per block).
+__global__ void embed_ggml(const uint8_t* W, GgmlType t, int be, int bb, const int32_t* ids, int64_t rows,
+                           int64_t cols, float* out) {
+    pdl_trigger();
+    const int32_t id = ids[blockIdx.x];
+    float* o = out + int64_t(blockIdx.x) * cols;
+    const bool bad = bad_id(id, rows);
+    const uint8_t* row = W + (bad ? 0 : int64_t(id)) * (cols / be) * bb;
+    for (int64_t c = threadIdx.x; c < cols; c += blockDim.x)
+        o[c] = bad ? __int_as_float(0x7fc00000) : ggml_element(t, row + (c / be) * bb, static_cast<int>(c % be));
+}
+
+bool ggml_gather_type(GgmlType t) {
+    return t == GgmlType::Q4_0 || t == GgmlType::Q4_1 || t == GgmlType::Q5_0 || t == GgmlType::Q8_0 ||
+           t == GgmlType::Q4_K || t == GgmlType::Q5_K || t == GgmlType::Q6_K;
+}
+
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
 }  // namespace
@@ -116,6 +178,13 @@ void embed_rows(const Weight& W, const int32_t* ids, int64_t n, float* out, cuda
                     (long long)W.cols);
         embed_affine<<<grid, kThreads, 0, stream>>>(static_cast<const uint32_t*>(W.data), W.scales, W.biases,
                                                     W.sb_dtype, W.bits, W.group_size, ids, W.rows, W.cols, out);
+    } else if (W.format == WeightFormat::GGML) {
+        const GgmlTypeTraits tr = ggml_type_traits(W.ggml_type);
+        EMBER_CHECK(ggml_gather_type(W.ggml_type) && W.cols % tr.block_elems == 0,
+                    "embed_rows: GGML type %s is not gathered on the GPU (cols %lld)", tr.name ? tr.name : "(unknown)",
+                    (long long)W.cols);
+        embed_ggml<<<grid, kThreads, 0, stream>>>(static_cast<const uint8_t*>(W.data), W.ggml_type, tr.block_elems,
+                                                  tr.block_bytes, ids, W.rows, W.cols, out);
     } else {
         EMBER_CHECK(dtype_is_float(W.dtype), "embed_rows: dense dtype %s", dtype_name(W.dtype));
         const int64_t el = static_cast<int64_t>(dtype_size(W.dtype));

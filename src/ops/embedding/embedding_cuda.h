@@ -10,8 +10,9 @@
 
 namespace ember::cuda {
 
-// W: a Weight whose data / scales / biases are DEVICE pointers: DENSE F32, F16 or BF16, or AFFINE with bits in
-// {2, 3, 4, 5, 6, 8} and group_size in {32, 64, 128} (scales/biases F32, F16 or BF16).
+// W: a Weight whose data / scales / biases are DEVICE pointers: DENSE F32, F16 or BF16, AFFINE with bits in
+// {2, 3, 4, 5, 6, 8} and group_size in {32, 64, 128} (scales/biases F32, F16 or BF16), or GGML Q4_0, Q4_1, Q5_0,
+// Q8_0, Q4_K, Q5_K or Q6_K blocks as stored in the file (rows equal weight_row's bit for bit).
 // ids [n] device int32 (read by the kernel, so a captured graph can be replayed with new ids);
 // out [n, W.cols] fp32. An id outside [0, W.rows) yields a row of NaN (never an out-of-bounds read).
 // One block per token. Graph-capturable: no allocation, no synchronisation.
