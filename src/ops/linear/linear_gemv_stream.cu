@@ -19,8 +19,8 @@
 //  - 8-bit codes are read as two nibbles (the high one meets 16·x); Q6_K codes as bf16 128 + q taken from 6-bit
 //    streams (its 8 groups per chunk in two accumulators; y = d·Σ sc·(C − 160·X)).
 //  - The loader advances per-lane source pointers by whole tiles (64-bit index math only at chunk changes).
-// Measured (H200, n = 1, 290 MB – 1.1 GB heads): 4/8-bit 88–99 % of copy bandwidth where the q kernel reaches
-// 66–71 %; Q6_K 82–87 % (its block kernel: 56–58 %).
+// Measured (H200, n = 1, 290 MB – 1.1 GB heads): 4/8-bit 89–99 % of copy bandwidth where the q kernel reaches
+// 66–71 %; Q6_K 92–95 % (its block kernel: 56–58 %; bench/results/2026-12-01-h200-stream-q6k.md).
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
