@@ -158,6 +158,14 @@ def greedy(llm: llama_cpp.Llama, prompt_ids: list[int], n: int) -> list[int]:
     return out
 
 
+def top2_margins(llm: llama_cpp.Llama, prompt_ids: list[int], gen: list[int]) -> list[float]:
+    """top-1 minus top-2 logit at each generated step, teacher-forcing the continuation in one batch"""
+    llm.reset()
+    llm.eval(prompt_ids + gen[:-1])
+    sc = np.sort(np.array(llm.scores[len(prompt_ids) - 1: len(prompt_ids) + len(gen) - 1], dtype=np.float32), axis=-1)
+    return (sc[:, -1] - sc[:, -2]).tolist()
+
+
 def greedy_sampler(llm: llama_cpp.Llama, prompt_ids: list[int], n: int) -> list[int]:
     """the same through llama-cpp-python's own sampler (temp 0, top_k 1, no penalties), for a cross-check"""
     llm.reset()
@@ -267,10 +275,7 @@ def main() -> None:
         res = []
         for kind, prompt_text, pids in cands:
             gen = greedy(llm, pids, N_GEN)
-            llm.reset()
-            llm.eval(pids + gen[:-1])
-            sc = np.sort(np.array(llm.scores[len(pids) - 1: len(pids) + N_GEN - 1], dtype=np.float32), axis=-1)
-            margins = (sc[:, -1] - sc[:, -2]).tolist()
+            margins = top2_margins(llm, pids, gen)
             robust = next((i for i, m in enumerate(margins) if m < ROBUST_MARGIN), N_GEN)
             # cross-checks: llama-cpp-python's own sampler (temp 0 / top_k 1 / no penalties), F32 and F16 KV
             s32 = greedy_sampler(samp32, pids, N_GEN)
@@ -354,10 +359,7 @@ def f32_dequant_goldens(model: Path, out: Path, common: dict, add_bos: bool) -> 
     for c in g["cases"]:
         pids = c["prompt_ids"]
         gen = greedy(llm, pids, N_GEN)
-        llm.reset()
-        llm.eval(pids + gen[:-1])
-        sc = np.sort(np.array(llm.scores[len(pids) - 1: len(pids) + N_GEN - 1], dtype=np.float32), axis=-1)
-        margins = (sc[:, -1] - sc[:, -2]).tolist()
+        margins = top2_margins(llm, pids, gen)
         same_q41 = next((i for i, (x, y) in enumerate(zip(gen, c["generated_ids"])) if x != y), N_GEN)
         cases.append({"kind": c["kind"], "prompt": c["prompt"], "prompt_ids": pids, "generated_ids": gen,
                       "top1_margins": [round(m, 6) for m in margins], "min_margin": float(min(margins)),

@@ -69,19 +69,7 @@ TEST(WeightUploadCuda, LargeQ6KMatrixIsTiledAndMatches) {
         EXPECT_EQ(up->format, WeightFormat::TILED);
         EXPECT_EQ(describe(*up).rfind("stream Q6_K", 0), 0u) << describe(*up);
     }
-    std::mt19937 rng(4201);
-    std::normal_distribution<float> nd(0.f, 1.f);
-    std::vector<float> x(static_cast<size_t>(n * cols)), ref(static_cast<size_t>(n * rows));
-    for (float& v : x) v = nd(rng);
-    linear_ref(W, x.data(), n, ref.data());
-    const std::vector<float> A = abs_products(W, x, n);
-    DeviceBuffer dx = dalloc(x.size() * 4);
-    copy_to_device(dx.get(), x.data(), x.size() * 4);
-    for (int64_t m : {int64_t(1), n}) {
-        SCOPED_TRACE(testing::Message() << "uploaded Q6_K n=" << m);
-        check_poisoned(size_t(m * rows), rows, ref, [&](size_t i) { return 2e-5 * A[i] + 1e-6; },
-                       [&](float* y) { linear(*up, dx.as<float>(), m, y, nullptr, nullptr, 0); });
-    }
+    check_device_form(W, *up, n, 4201u, "uploaded Q6_K");
     std::vector<uint8_t> small_blocks;
     const Weight S = testing_blocks::random_ggml_blocks(GgmlType::Q6_K, 64, 1024, 4202u, 0.002f, small_blocks);
     auto us = arena.upload(S, "test small Q6_K");

@@ -241,6 +241,24 @@ inline std::vector<float> abs_products(const Weight& W, const std::vector<float>
     return A;
 }
 
+// linear() on D (the device form of host weight W) for 1 and n tokens of random N(0, 1) x (seed) against the fp64
+// reference of W, budget 2e-5·Σ|w||x| + 1e-6 (the q kernel's), y NaN-poisoned with a guard after it.
+inline void check_device_form(const Weight& W, const Weight& D, int64_t n, uint32_t seed, const std::string& what) {
+    std::mt19937 rng(seed);
+    std::normal_distribution<float> nd(0.f, 1.f);
+    std::vector<float> x(static_cast<size_t>(n * W.cols)), ref(static_cast<size_t>(n * W.rows));
+    for (float& v : x) v = nd(rng);
+    linear_ref(W, x.data(), n, ref.data());
+    const std::vector<float> A = abs_products(W, x, n);
+    DeviceBuffer dx = dalloc(x.size() * 4);
+    copy_to_device(dx.get(), x.data(), x.size() * 4);
+    for (int64_t m : {int64_t(1), n}) {
+        SCOPED_TRACE(testing::Message() << what << " " << W.rows << "x" << W.cols << " n=" << m);
+        check_poisoned(size_t(m * W.rows), W.rows, ref, [&](size_t i) { return 2e-5 * A[i] + 1e-6; },
+                       [&](float* y) { linear(D, dx.as<float>(), m, y, nullptr, nullptr, 0); });
+    }
+}
+
 inline void run_linear(const Case& c, int64_t n, float* y) {
     const size_t ws_bytes = linear_workspace_bytes(c.dw, n);
     DeviceBuffer ws = ws_bytes ? dalloc(ws_bytes) : DeviceBuffer();

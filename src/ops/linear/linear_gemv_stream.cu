@@ -202,7 +202,7 @@ __global__ void __launch_bounds__(32 * kMaxWarps, 1) gemv_stream_kernel(const SA
     // ---- loader: (run, chunk index ci of this warp, tile tt) in steps of P tiles ----
     // Per lane: source pointers of its 16-byte pieces at the loader's position (advanced by whole tiles; set anew
     // at each chunk change), the first tile index there; destination = the ring slot + 16·lane.
-    uint8_t* my = ring + size_t(warp) * kR * SLOT + 16 * lane;
+    const uint8_t* my = ring + size_t(warp) * kR * SLOT;  // this warp's ring
     const int nmy = nch / W, nruns = (a.tiles + kT - 1) / kT;
     constexpr int SBL = SBC / 16;  // lanes that copy the tile-chunk's sb bytes
     const int64_t cstep = int64_t(nch) * (CODE / 16), sstep = int64_t(nch) * SBC;  // per tile
@@ -216,7 +216,7 @@ __global__ void __launch_bounds__(32 * kMaxWarps, 1) gemv_stream_kernel(const SA
         gs = a.sb + blk * SBC + 16 * min(lane, SBL - 1);
     };
     seek();
-    const uint32_t my_s = uint32_t(__cvta_generic_to_shared(my));
+    const uint32_t my_s = uint32_t(__cvta_generic_to_shared(my)) + 16 * lane;
     auto issue = [&]() {
         const uint32_t d = my_s + islot * SLOT;
 #pragma unroll
@@ -300,7 +300,7 @@ __global__ void __launch_bounds__(32 * kMaxWarps, 1) gemv_stream_kernel(const SA
 #pragma unroll
                 for (int p = 0; p < P; ++p) {
                     Item it;
-                    read_item<BITS, ST, NG>(my - 16 * lane + slot * SLOT + p * ITEM, lane, g, t, it);
+                    read_item<BITS, ST, NG>(my + slot * SLOT + p * ITEM, lane, g, t, it);
                     float v0, v1;
                     tile_math<GS, BITS == 4 ? 16 : BITS == 8 ? 272 : 0, BITS>(it, xf, XG, XG2, v0, v1);
                     if (t == 0) {

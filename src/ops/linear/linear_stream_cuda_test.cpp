@@ -53,13 +53,12 @@ TEST(LinearStreamCuda, ManyRunsAndLongBatches) {
     check(*d, 20, Path::GEMV, "stream, n = 20", [&](float* y) { run_linear(*d, 20, y); });
 }
 
-// GGML Q6_K tiled (the upload tiles it directly: no affine form): random blocks, ragged rows, n = 1 and 3, and
-// the RMSNorm prologue; fp64 reference of the GGUF blocks (linear_ref), budget 2e-5·Σ|w||x| + 1e-6.
+// GGML Q6_K tiled (the upload tiles it directly: no affine form): random blocks, ragged rows, n = 1 and 3; fp64
+// reference of the GGUF blocks (linear_ref), budget 2e-5·Σ|w||x| + 1e-6. (The prologues and the epilogue are the
+// affine forms' code: LinearFusedCuda.TiledStreamModes, which does not run a Q6_K weight.)
 TEST(LinearStreamCuda, Q6KMatchesReference) {
     SKIP_WITHOUT_GPU();
     for (auto [rows, cols] : {std::pair<int64_t, int64_t>{1, 1024}, {77, 2560}, {300, 4096}}) {
-        std::mt19937 rng(uint32_t(rows + cols));
-        std::normal_distribution<float> nd(0.f, 1.f);
         std::vector<uint8_t> blocks;
         const Weight W = testing_blocks::random_ggml_blocks(GgmlType::Q6_K, rows, cols, uint32_t(rows * 3 + cols), 0.002f, blocks);
         auto t = tile_weight(W);
@@ -69,18 +68,7 @@ TEST(LinearStreamCuda, Q6KMatchesReference) {
         copy_to_device(ds.get(), t.value().sb.data(), t.value().sb.size());
         Weight D = t.value().w;
         D.data = dc.get(), D.scales = ds.get();
-        const int64_t n = 3;
-        std::vector<float> x(static_cast<size_t>(n * cols)), ref(static_cast<size_t>(n * rows));
-        for (float& v : x) v = nd(rng);
-        linear_ref(W, x.data(), n, ref.data());
-        const std::vector<float> A = abs_products(W, x, n);
-        DeviceBuffer dx = dalloc(x.size() * 4);
-        copy_to_device(dx.get(), x.data(), x.size() * 4);
-        for (int64_t m : {int64_t(1), n}) {
-            SCOPED_TRACE(testing::Message() << "Q6_K " << rows << "x" << cols << " n=" << m);
-            check_poisoned(size_t(m * rows), rows, ref, [&](size_t i) { return 2e-5 * A[i] + 1e-6; },
-                           [&](float* y) { linear(D, dx.as<float>(), m, y, nullptr, nullptr, 0); });
-        }
+        check_device_form(W, D, 3, uint32_t(rows + cols), "Q6_K");
         char buf[96];
         const std::string d = linear_gemv_describe(D, 1, buf, sizeof buf);
         EXPECT_EQ(d.rfind("stream Q6_K", 0), 0u) << d;

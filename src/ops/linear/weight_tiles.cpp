@@ -129,10 +129,9 @@ void tile_q6k(const Weight& W, TiledWeight& T) {
                                 for (int r = h; r < 4; r += 2)  // this row's registers
                                     for (int e = 0; e < 2; ++e) {
                                         const uint32_t v = uint32_t(q[16 * s + 4 * t + 2 * (r / 2) + e] + 32);
-                                        for (int bit = 0; bit < 6; ++bit) {
-                                            const int o = 6 * (4 * (s % 2) + r) + bit;
-                                            w[3 * (s / 2) + o / 16] |= ((v >> bit) & 1u) << (o % 16 + 16 * e);
-                                        }
+                                        const int o = 6 * (4 * (s % 2) + r), wi = 3 * (s / 2) + o / 16, b = o % 16;
+                                        w[wi] |= ((v << b) & 0xffffu) << (16 * e);  // the bits that fit this half
+                                        if (b > 10) w[wi + 1] |= (v >> (16 - b)) << (16 * e);  // the rest
                                     }
                             for (int wi = 0; wi < 12; ++wi) {  // OR: the other row half fills the other bits
                                 uint32_t cur;
