@@ -2,6 +2,9 @@
 # GPU verification and benchmarks, run on the device machine (scripts/gpu-check.sh [OUT_DIR]):
 # builds with CUDA (sm_90a), runs the GPU tests, checks `ember logits --device cuda` against the oracle
 # fixtures and against the CPU path, runs the benchmarks, and prints a short table last (full logs in OUT).
+# EMBER_PREBUILT=DIR: binaries built on the dev machine instead (scripts/gpu-pack.sh → .devbin/bins.tar.xz).
+# EMBER_STAGES (default "gemm tests compare gemmbench bench"): which stages run; "gemm" (the prefill GEMM's tests)
+# stops the run early when they fail. EMBER_MODELS: the `ember bench` models.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${1:-${OUT:-/tmp/ember-gpu}}
@@ -16,7 +19,13 @@ row "commit / GPU" "$commit / $gpu"
 t0=$(date +%s)
 if [ -n "${EMBER_PREBUILT:-}" ]; then
   # Binaries built on the dev machine (sm_90a) and carried, with the few shared libraries the GPU image lacks.
-  mkdir -p build-gpu/bin && cp "$EMBER_PREBUILT"/ember build-gpu/bin/ && cp "$EMBER_PREBUILT"/test_cuda "$EMBER_PREBUILT"/gemv_bench build-gpu/
+  mkdir -p build-gpu/bin
+  if [ -f "$EMBER_PREBUILT/bins.tar.xz" ]; then
+    (xz -dc "$EMBER_PREBUILT/bins.tar.xz" 2>/dev/null || python3 -c "import lzma,sys; sys.stdout.buffer.write(lzma.decompress(open(sys.argv[1],'rb').read()))" "$EMBER_PREBUILT/bins.tar.xz") | tar -C build-gpu -xf -
+    mv build-gpu/ember build-gpu/bin/
+  else
+    cp "$EMBER_PREBUILT"/ember build-gpu/bin/ && cp "$EMBER_PREBUILT"/test_cuda "$EMBER_PREBUILT"/gemv_bench build-gpu/
+  fi
   export LD_LIBRARY_PATH="$(cd "$EMBER_PREBUILT" && pwd):/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
   true
 else
@@ -26,23 +35,41 @@ fi
 rc=$?; row "build (s)" "rc=$rc, $(( $(date +%s) - t0 )) s"
 [ $rc -ne 0 ] && { tail -40 "$OUT/build.log"; cat "$summary"; exit 1; }
 E=build-gpu/bin/ember
+STAGES=" ${EMBER_STAGES:-gemm tests compare gemmbench bench} "
+has() { [[ "$STAGES" == *" $1 "* ]]; }
+
+# 0. the prefill GEMM's tests first: a broken GEMM makes every later check meaningless
+if has gemm; then
+  timeout 240 build-gpu/test_cuda --gtest_filter='GemmQCuda.*' > "$OUT/test_gemm.log" 2>&1
+  rc=$?; row "test_cuda GemmQCuda.*" "rc=$rc, $(grep -E '^\[  (PASSED|FAILED) ' "$OUT/test_gemm.log" | tr '\n' ' ')"
+  grep -E "rel. L2|FAILED|Failure|error" "$OUT/test_gemm.log" | head -30
+  if [ $rc -ne 0 ]; then tail -40 "$OUT/test_gemm.log"; cat "$summary"; exit 1; fi
+fi
 
 # 1. kernel tests (GPU vs CPU references)
+if has tests; then
 timeout 300 build-gpu/test_cuda --gtest_brief=1 > "$OUT/test_cuda.log" 2>&1
 row "test_cuda" "rc=$?, $(grep -E '^\[  (PASSED|FAILED) ' "$OUT/test_cuda.log" | tr '\n' ' ')"
 grep -E "FAILED|Failure" "$OUT/test_cuda.log" | head -20
+fi
 
 # 2. oracle fixtures on the GPU, and GPU vs CPU on synthetic 2B weights
-python3 scripts/gpu_compare.py "$E" "$OUT" >> "$summary" 2> "$OUT/compare.log"
+if has compare; then
+timeout ${EMBER_COMPARE_TIMEOUT:-400} python3 scripts/gpu_compare.py "$E" "$OUT" >> "$summary" 2> "$OUT/compare.log"
 row "gpu_compare rc" "$?"
+fi
 
 # 3. benchmarks
-if [ -x build-gpu/gemv_bench ] && [ -z "${EMBER_SKIP_KERNEL_BENCH:-}" ]; then
+if has gemmbench && [ -x build-gpu/gemm_bench ]; then
+  timeout 200 build-gpu/gemm_bench ${EMBER_GEMM_BENCH_ARGS:---quick} > "$OUT/gemm_bench.md" 2>&1; row "gemm_bench" "rc=$? (gemm_bench.md)"
+fi
+if has bench && [ -x build-gpu/gemv_bench ] && [ -z "${EMBER_SKIP_KERNEL_BENCH:-}" ]; then
   timeout 150 build-gpu/gemv_bench --quick > "$OUT/gemv_bench.md" 2>&1; row "gemv_bench" "rc=$? (gemv_bench.md)"
 fi
-if [ -f bench/peers/torch_int4.py ] && [ -z "${EMBER_SKIP_KERNEL_BENCH:-}" ]; then
+if has bench && [ -f bench/peers/torch_int4.py ] && [ -z "${EMBER_SKIP_KERNEL_BENCH:-}" ]; then
   timeout 60 python3 bench/peers/torch_int4.py --quick > "$OUT/peers.md" 2>&1; row "torch peers" "rc=$? (peers.md)"
 fi
+if has bench; then
 models=${EMBER_MODELS:-qwen3.5-2b,qwen3.5-9b,qwen3.5-27b}
 timeout 400 $E bench --synthetic "$models" --device cuda -p 512 -n 128 -r 2 > "$OUT/bench.md" 2> "$OUT/bench.err"
 row "ember bench ($models)" "rc=$? (bench.md)"
@@ -50,4 +77,16 @@ row "ember bench ($models)" "rc=$? (bench.md)"
 $E generate --synthetic qwen3.5-2b --device cuda --prompt-len 16 -n 6 --ignore-eos --trace > /dev/null 2> "$OUT/trace.txt"
 row "trace 2B (trace.txt)" "$(grep -c '^\[trace\]' "$OUT/trace.txt") steps; $(tail -1 "$OUT/trace.txt" | tr '|' '/')"
 cat "$OUT/bench.md"
+fi
+# 4. where a prefill's GPU time goes: Nsight Compute times every kernel of one 512-token synthetic 2B prefill
+if has profile; then
+  NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+  P=${EMBER_PROFILE_MODEL:-qwen3.5-2b}
+  timeout 300 "$NCU" --clock-control none --metrics gpu__time_duration.sum --csv --print-units base --print-kernel-base function \
+    $E generate --synthetic "$P" --device cuda --prompt-len 512 -n 1 --ignore-eos > "$OUT/ncu-prefill.csv" 2> "$OUT/ncu-prefill.err"
+  row "ncu prefill $P" "rc=$? (ncu-prefill.md)"
+  python3 scripts/ncu_summary.py "$OUT/ncu-prefill.csv" > "$OUT/ncu-prefill.md" 2>&1
+  cat "$OUT/ncu-prefill.md"
+fi
+[ -f "$OUT/gemm_bench.md" ] && cat "$OUT/gemm_bench.md"
 cat "$summary"

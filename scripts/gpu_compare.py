@@ -79,6 +79,29 @@ try:
 except Exception as e:  # noqa: BLE001
     print(f"| greedy GPU vs CPU | ERROR {str(e)[:200]} |")
 
+# 2b. GPU prefill vs CPU prefill across the GPU's chunk boundaries (GEMM tiles, GDN chunks of 64, 512-token
+# forward calls), last position only: T = 1, 63, 64, 65, 129, 600, 2049, and 600 + 1449 as two prefill calls
+# (a prompt continuing an earlier one); bar KL <= 1e-4, top-1 equal. Both precisions of the prefill GEMM on 600.
+try:
+    long_toks = np.random.default_rng(1).integers(0, 248320, 2049).tolist()
+    cpu_last = {}
+    for T, chunks, prec in [(1, None, "fp32"), (63, None, "fp32"), (64, None, "fp32"), (65, None, "fp32"),
+                            (129, None, "fp32"), (600, None, "fp32"), (2049, None, "fp32"), (2049, "600,1449", "fp32"),
+                            (600, None, "bf16")]:
+        ts2 = ",".join(map(str, long_toks[:T]))
+        extra = ["--last-only"] + (["--chunks", chunks] if chunks else [])
+        if T not in cpu_last:
+            cpu_last[T] = logits(["--synthetic", "qwen3.5-2b", "--device", "cpu", "--tokens", ts2, "--last-only"], 1)
+        c = cpu_last[T]
+        g = logits(["--synthetic", "qwen3.5-2b", "--device", "cuda", "--tokens", ts2, "--prefill-precision", prec,
+                    *extra], 1)
+        r, k, t = stats(g, c)
+        ok = "ok" if t == 1 and k <= 1e-4 else ("(bf16 mode)" if prec == "bf16" else "FAIL")
+        print(f"| synthetic 2B prefill T={T}{' chunks ' + chunks if chunks else ''} {prec} GPU vs CPU (last row) | "
+              f"rel L2 {r:.2e}, KL {k:.1e}, top-1 {t:.0f} {ok} |")
+except Exception as e:  # noqa: BLE001
+    print(f"| synthetic 2B prefill chunks | ERROR {str(e)[:200]} |")
+
 # 3. Llama-family GGUF files (llama, qwen2 biases, qwen3 q/k norm) on the GPU (tests/fixtures/gguf_models: transformers oracle, dequantized weights)
 gm = os.path.join(root, "tests", "fixtures", "gguf_models")
 for case, gguf, oracle in [("llama_gqa_untied", "model-f32.gguf", "ref_logits.bin"),

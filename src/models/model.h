@@ -64,6 +64,9 @@ struct LoadOptions {
     // GGUF block-quantized weights: round activations to 8 bits per block before each product, as llama.cpp's
     // CPU backend does (quant/ggml_act.h), to reproduce its numerics. CPU only; an error for other formats.
     bool q8_activations = false;
+    // Products of the prefill GEMMs on CUDA (ops/linear/linear_gemm_q.h): "fp32" (default: x as hi + lo bf16,
+    // fp32-faithful) or "bf16" (one bf16 product: faster, approximate; CUDA only).
+    std::string prefill_precision = "fp32";
 };
 
 // Loads a model from a directory (config.json + *.safetensors) or a .gguf file — the registry picks the

@@ -35,11 +35,13 @@ std::string resolve_device(const std::string& device) {
 
 const char* const kQ8ActivationsHelp =
     "  --q8-activations  GGUF: round activations to 8 bits per block before each quantized product, as\n"
-    "                    llama.cpp's CPU backend does (its numerics instead of exact ones; CPU only)\n";
+    "                    llama.cpp's CPU backend does (its numerics instead of exact ones; CPU only)\n"
+    "  --prefill-precision fp32|bf16  CUDA prefill GEMMs: fp32-faithful (default) or one bf16 product (faster)\n";
 
 LoadOptions load_options(Args& a) {
     LoadOptions o;
     o.q8_activations = a.flag({"--q8-activations"});
+    o.prefill_precision = a.str({"--prefill-precision"}, "fp32");
     return o;
 }
 
@@ -54,6 +56,10 @@ Expected<std::unique_ptr<CausalLM>> open_model(const std::string& path, const st
     if (load.q8_activations && !synthetic.empty())
         return errorf("--q8-activations applies to GGUF files, not to --synthetic models");
     if (dev != "cpu" && dev != "cuda") return errorf("unknown device '%s' (cpu, cuda or auto)", dev.c_str());
+    if (load.prefill_precision != "fp32" && load.prefill_precision != "bf16")
+        return errorf("--prefill-precision '%s': use fp32 or bf16", load.prefill_precision.c_str());
+    if (load.prefill_precision == "bf16" && dev != "cuda")
+        return errorf("--prefill-precision bf16 applies to the CUDA prefill GEMMs: use --device cuda");
 #ifndef EMBER_HAVE_CUDA
     if (dev == "cuda") return errorf("--device cuda: this build has no CUDA backend (configure with -DEMBER_CUDA=ON)");
 #endif
@@ -62,6 +68,7 @@ Expected<std::unique_ptr<CausalLM>> open_model(const std::string& path, const st
     if (dev == "cuda") {
         cuda::CudaOptions opt;
         opt.context = context;
+        opt.prefill_precision = load.prefill_precision == "bf16" ? cuda::GemmPrecision::BF16 : cuda::GemmPrecision::FP32;
         return cuda::make_cuda_model(std::move(m), opt);
     }
 #endif

@@ -13,10 +13,14 @@
 
 namespace ember::cuda {
 
+void CudaCausalLM::lin(CudaState& s, const Weight& w, const float* x, int64_t n, float* y) const {
+    linear(w, x, n, y, s.stream, s.lin_ws, s.lin_ws_bytes, opt_.prefill_precision);
+}
+
 void CudaCausalLM::normed_linear(CudaState& s, const Weight& w, const float* norm_w, float eps, int64_t n, float* y,
                                  bool fz) const {
     if (!fz) {
-        linear(w, s.xn, n, y, s.stream, s.lin_ws, s.lin_ws_bytes);
+        lin(s, w, s.xn, n, y);
         return;
     }
     LinearFusion f;
@@ -26,7 +30,7 @@ void CudaCausalLM::normed_linear(CudaState& s, const Weight& w, const float* nor
 
 const float* CudaCausalLM::residual_linear(CudaState& s, const Weight& w, const float* x_in, int64_t n, bool fz) const {
     if (!fz) {
-        linear(w, x_in, n, s.y, s.stream, s.lin_ws, s.lin_ws_bytes);
+        lin(s, w, x_in, n, s.y);
         return s.y;
     }
     LinearFusion f;
@@ -47,11 +51,11 @@ const float* CudaCausalLM::swiglu_mlp(CudaState& s, const float* pending, const 
     }
     add_rmsnorm(s.x, pending, post_norm, s.xn, n, info_.hidden_size, eps, s.stream);
     if (!gate_up.empty()) {  // [n, gate | up] → SwiGLU
-        linear(gate_up, s.xn, n, s.t0, s.stream, s.lin_ws, s.lin_ws_bytes);
+        lin(s, gate_up, s.xn, n, s.t0);
         swiglu_fused(s.t0, s.t2, n, I, s.stream);
     } else {
-        linear(gate, s.xn, n, s.t0, s.stream, s.lin_ws, s.lin_ws_bytes);
-        linear(up, s.xn, n, s.t1, s.stream, s.lin_ws, s.lin_ws_bytes);
+        lin(s, gate, s.xn, n, s.t0);
+        lin(s, up, s.xn, n, s.t1);
         swiglu(s.t0, s.t1, s.t2, n * I, s.stream);
     }
     return residual_linear(s, down, s.t2, n, false);
@@ -66,7 +70,7 @@ void CudaCausalLM::lm_head(CudaState& s, const float* pending, const float* fina
     const int64_t H = info_.hidden_size;
     const int64_t rows = all_rows ? std::min<int64_t>(n, 8) : 1, first = all_rows ? 0 : n - 1;
     add_rmsnorm(s.x, pending, final_norm, s.xn, n, H, eps, s.stream);
-    linear(head_, s.xn + first * H, rows, s.logits, s.stream, s.lin_ws, s.lin_ws_bytes);
+    lin(s, head_, s.xn + first * H, rows, s.logits);
 }
 
 void CudaCausalLM::prefer_fusable_uploads(const std::vector<const Weight*>& decode_weights) {

@@ -14,6 +14,7 @@
 #include "backend/cuda/device.h"
 #include "backend/cuda/weight_upload.h"
 #include "models/model.h"
+#include "ops/linear/linear_gemm_q.h"
 #include "ops/sampling/sampling_cuda.h"
 
 namespace ember::cuda {
@@ -21,6 +22,7 @@ namespace ember::cuda {
 struct CudaOptions {
     int64_t context = 4096;    // KV-cache capacity per session (tokens); beyond it forward() fails clearly
     int64_t max_batch = 512;   // largest prefill chunk per forward call (Session chunks longer prompts)
+    GemmPrecision prefill_precision = GemmPrecision::FP32;  // products of the n > 8 GEMMs (linear_gemm_q.h)
 };
 
 // Small per-step values the host writes before a graph launch (pinned, so the copies are truly async).
@@ -92,6 +94,8 @@ protected:
     // Workspace bytes of the layers' linear and attention ops for calls of up to max_tokens tokens.
     virtual size_t linear_workspace(int64_t max_tokens) const = 0;
     virtual size_t attention_workspace(int64_t max_tokens) const = 0;
+    // y = x·Wᵀ for n rows with the state's workspace (n > 8: the GEMM in opt_.prefill_precision).
+    void lin(CudaState& s, const Weight& w, const float* x, int64_t n, float* y) const;
     // Shared pieces of run(). Two ways to run a block, chosen by `fz` (= n == 1 && fuse_decode_):
     //  - unfused: add_rmsnorm(s.x, pending, norm, s.xn) first, the GEMVs read s.xn, the block's output lands in
     //    s.y and is returned as the next `pending` (added to s.x by the next add_rmsnorm);

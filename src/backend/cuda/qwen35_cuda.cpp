@@ -158,7 +158,7 @@ void CudaQwen35::run(CudaState& s, int64_t n, bool all_rows) const {
     const float eps = c.rms_norm_eps;
     cudaStream_t st = s.stream;
     auto lin = [&](const Weight& w, const float* x, int64_t rows, float* y) {
-        linear(w, x, rows, y, st, s.lin_ws, s.lin_ws_bytes);
+        this->lin(s, w, x, rows, y);
     };
     const bool fz = n == 1 && fuse_decode_;  // norms, SwiGLU and residual adds inside the GEMVs
     embed_rows(embed_, s.ids, n, s.x, st);

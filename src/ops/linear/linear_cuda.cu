@@ -62,6 +62,15 @@ int affine_kernel(const GemvTuning& tune, const Weight& W, int64_t n) {
     return n >= 4 && W.cols >= 6144 ? 2 : 1;
 }
 
+// EMBER_BF16_PREFILL=1: n > 8 through bf16 panels + cuBLAS (linear_gemm.cu) instead of the exact kernels.
+bool cublas_prefill() {
+    static const bool on = [] {
+        const char* e = std::getenv("EMBER_BF16_PREFILL");
+        return e && e[0] == '1';
+    }();
+    return on;
+}
+
 }  // namespace
 
 void linear_gemv(const Weight& W0, const float* x, int64_t n, float* y, cudaStream_t stream, const GemvTuning& tune) {
@@ -92,7 +101,7 @@ void linear_gemv(const Weight& W0, const float* x, int64_t n, float* y, cudaStre
 }
 
 void linear(const Weight& W, const float* x, int64_t n, float* y, cudaStream_t stream, void* workspace,
-            size_t workspace_bytes) {
+            size_t workspace_bytes, GemmPrecision prec) {
     EMBER_CHECK(n >= 0, "linear: n=%lld", (long long)n);
     if (n == 0) return;
     if (n <= 8) {
@@ -104,14 +113,15 @@ void linear(const Weight& W, const float* x, int64_t n, float* y, cudaStream_t s
         detail::gemv_stream(W, x, int(n), y, stream);
         return;
     }
-    // The bf16 GEMM path rounds activations to bf16, which on the verification fixtures drifts like a bf16 model
-    // (rel. L2 up to 0.2, measured on the H200): far outside the GPU tolerance. Until an fp32-faithful tensor-core
-    // GEMM (e.g. the GEMV's hi+lo split of x) lands, prefill runs the exact GEMV in 8-row chunks, re-reading W
-    // n/8 times. EMBER_BF16_PREFILL=1 selects the bf16 GEMM (fast, approximate; not for GGML weights).
-    static const bool bf16_prefill = [] {
-        const char* e = std::getenv("EMBER_BF16_PREFILL");
-        return e && e[0] == '1';
-    }();
+    // AFFINE 4/8-bit: the tensor-core GEMM (linear_gemm_q.h). EMBER_BF16_PREFILL=1 keeps the older opt-in path
+    // (bf16 panels + cuBLAS: x and w rounded to bf16, rel. L2 up to 0.2 on the fixtures); other formats run the
+    // exact GEMV in 8-row chunks, re-reading W n/8 times.
+    const bool bf16_prefill = cublas_prefill();
+    if (!bf16_prefill && W.rows > 0 && gemm_q_supported(W) && workspace &&
+        workspace_bytes >= gemm_q_workspace_bytes(W, n)) {
+        gemm_q(W, x, n, y, stream, workspace, workspace_bytes, prec);
+        return;
+    }
     if (bf16_prefill && W.format != WeightFormat::GGML && workspace_bytes >= linear_gemm_workspace_bytes(W, n)) {
         linear_gemm(W, x, n, y, stream, workspace, workspace_bytes);
         return;
@@ -177,8 +187,10 @@ void add_bias(float* y, const float* b, int64_t n, int64_t rows, cudaStream_t st
 }
 
 size_t linear_workspace_bytes(const Weight& W, int64_t n) {
-    return n <= 8 || W.format == WeightFormat::GGML || W.format == WeightFormat::TILED ? 0
-                                                                                        : linear_gemm_workspace_bytes(W, n);
+    if (n <= 8 || W.format == WeightFormat::GGML || W.format == WeightFormat::TILED) return 0;
+    // The tensor-core GEMM, or (EMBER_BF16_PREFILL=1, and formats it does not take) the bf16 cuBLAS panels.
+    if (gemm_q_supported(W) && !cublas_prefill()) return gemm_q_workspace_bytes(W, n);
+    return linear_gemm_workspace_bytes(W, n);
 }
 
 const char* linear_gemv_describe(const Weight& W0, int64_t n, char* buf, size_t buf_bytes, const GemvTuning& tune) {

@@ -30,7 +30,10 @@
 //   of each kernel instance sets its shared-memory limit and caches the SM count (and, for "mma", the cluster
 //   occupancy) of the device current then (one device per process; first calls from several threads at once
 //   race benignly).
-// n > 8 (prefill): the exact GEMV in 8-token chunks (W re-read n/8 times). Opt-in EMBER_BF16_PREFILL=1
+// n > 8 (prefill, batched rows): AFFINE 4/8-bit weights (MLX, and the GGUF matrices the upload repacked to
+//   affine) run the tensor-core GEMM (linear_gemm_q.h: codes exact, x as hi + lo bf16 — the GEMV's numerics — or
+//   one bf16 product with GemmPrecision::BF16); the workspace holds its split x and K-split partials. Other formats
+//   run the exact GEMV in 8-token chunks (W re-read n/8 times). Opt-in EMBER_BF16_PREFILL=1
 //   (dense/affine only, linear_gemm.cu): W dequantized (or converted) to bf16 a row panel at a time into
 //   `workspace` and multiplied with x (rounded to bf16) by cuBLAS (bf16 in, fp32 accumulate, fp32 out); dense
 //   f32 weights use a plain fp32 cuBLAS GEMM. Error: bf16 rounding of w and x (≈ 2⁻⁸ relative each). cuBLAS
@@ -43,13 +46,15 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "ops/linear/linear_gemm_q.h"
 #include "ops/linear/weight.h"
 
 namespace ember::cuda {
 
-// y = x·Wᵀ for n tokens (n ≥ 0). Requires workspace_bytes ≥ linear_workspace_bytes(W, n) (0 for n ≤ 8).
+// y = x·Wᵀ for n tokens (n ≥ 0). Requires workspace_bytes ≥ linear_workspace_bytes(W, n) (0 for n ≤ 8; with a
+// smaller workspace n > 8 falls back to the GEMV chunks). `prec` applies to the n > 8 tensor-core GEMM only.
 void linear(const Weight& W, const float* x, int64_t n, float* y, cudaStream_t stream, void* workspace,
-            size_t workspace_bytes);
+            size_t workspace_bytes, GemmPrecision prec = GemmPrecision::FP32);
 size_t linear_workspace_bytes(const Weight& W, int64_t n);
 
 // Decode fusions around one linear: a prologue on x as the GEMV reads it, and an accumulating epilogue.

@@ -1,0 +1,677 @@
+// ops/linear/linear_gemm_q.cu: the affine 4-/8-bit tensor-core GEMM for many tokens (contract and numerics:
+// linear_gemm_q.h). Y[M tokens, N rows] = X[M, K] · W[N, K]ᵀ.
+//
+// Design (mma.sync m16n8k16 bf16 → fp32; one block tile of BW W-rows × BT tokens per block, K in stages of 64):
+//  - Prep kernels (per call): x → hi / lo bf16 and the per-group sums Σ (hi + lo), and the scales / biases →
+//    {s, b − off·s} fp32 pairs, each written pre-tiled: for every (token tile | row tile, stage) the bytes lie
+//    exactly as the kernel's shared-memory slot wants them (x's 16-byte chunks already XOR-swizzled by token row,
+//    for conflict-free ldmatrix; zeros past M, N and K), so x, pairs and sums are three bulk copies a stage; the
+//    codes (read in place from the weight) are 16-byte cp.async chunks. (One bulk copy per 32-byte code row was
+//    tried: 3× slower — the copy engine's per-copy cost.)
+//  - Main kernel: WW × WT consumer warps and one producer warp, a ring of R shared-memory slots. The producer
+//    issues a stage's copies (completing on the slot's FULL mbarrier: the bulk copies' byte count and the code
+//    copies' 32 arrivals) as soon as the consumers have released the slot (its EMPTY mbarrier); consumers wait on
+//    FULL, compute, and release. No block-wide barrier in the loop: consumer warps drift, so their MMA, decode and epilogue
+//    phases overlap. A slot: x hi plane [BT][64] bf16 then lo plane, the raw codes of BW rows (row stride padded
+//    by 16 bytes: the lanes' word reads hit distinct banks), the {s, b'} pairs and x sums of the stage's groups.
+//  - A warp owns MF m16 fragments (W rows) × NF n8 fragments (tokens). W is the A operand, decoded from the raw
+//    codes in registers (no decoded copy in shared memory): 4-bit: pair16 (one shift + one LOP3 per two codes,
+//    exact bf16 16 + q); 8-bit: byte → fp32 by the 2²³ trick, two to a bf16x2 (exact). x is the B operand
+//    (ldmatrix.x4: hi and lo of one k-step). Per group the products go to an accumulator P that the group's first
+//    k-step writes fresh (mma0); at the group's end acc += s·P + (b − off·s)·X (off = 16 for 4-bit codes 16 + q,
+//    0 for 8-bit).
+//  - Column order. MMA k-step s (16 logical columns) of thread quad t holds logical columns 16s + {2t, 2t+1,
+//    2t+8, 2t+9}; within each 32-column span the codes of thread t are one 32-bit word (4-bit: word t of the span,
+//    nibble j = physical column 8t + j) or two (8-bit: bytes 8t .. 8t+7). pair16(w, 2s + h) gives nibbles
+//    2s + h and 2s + h + 4, so logical column L = 16s + 8h + 2t + e of a span holds physical column
+//    8t + 2s + h + 4e. The prep kernel writes x in that order; a dot product over a group does not depend on the
+//    order, and every group is a whole number of spans (group ≥ 32).
+//  - K split: blockIdx.z takes a contiguous range of whole groups' stages and writes fp32 partials; a reduction
+//    kernel sums the splits in order (deterministic).
+#include "ops/linear/linear_gemm_q.h"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "backend/cuda/cuda_check.h"
+#include "core/check.h"
+#include "ops/linear/linear_cuda.h"
+#include "ops/linear/linear_gemv_mma.cuh"
+#include "quant/affine.h"
+
+namespace ember::cuda {
+namespace {
+
+using detail::mma;
+using detail::mma0;
+using detail::pair16;
+using detail::split2;
+
+constexpr int kStageK = 64;             // columns per stage (two 32-column spans)
+__device__ __forceinline__ float to_float(float v) { return v; }
+__device__ __forceinline__ float to_float(__half v) { return __half2float(v); }
+__device__ __forceinline__ float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
+constexpr int kSmemMax = 227 * 1024;    // dynamic shared memory per block on sm_90
+
+// Block tile: WW × WT consumer warps, each MF m16 fragments of W rows × NF n8 fragments of tokens, plus one
+// producer warp that issues every copy. MINB: blocks per SM the launch bounds ask for.
+template <int WW_, int WT_, int MF_, int NF_, int MINB_>
+struct Cfg {
+    static constexpr int WW = WW_, WT = WT_, MF = MF_, NF = NF_, MINB = MINB_;
+    static constexpr int NCW = WW * WT;                       // consumer warps
+    static constexpr int BW = WW * 16 * MF, BT = WT * 8 * NF;
+    static constexpr int NTH = 32 * (NCW + 1);                // + the producer warp
+};
+
+// Shared-memory slot of one stage (bytes).
+template <class C, int BITS>
+struct Slot {
+    static constexpr int ROW = kStageK * BITS / 8;  // code bytes of a W row per stage (32 / 64)
+    // Padded row stride: lane (g, t) reads word 12g + t (4-bit, 32-bit reads: 32 distinct banks) or words
+    // 24g + 2t, +1 (8-bit, 64-bit reads, served per half-warp: g = 0..3 → 8-word ranges 0, 24, 16, 8).
+    static constexpr int WSTRIDE = BITS == 4 ? ROW + 16 : ROW + 32;  // 48 / 96
+    static constexpr int X = C::BT * 256;           // hi plane [BT][64] bf16, then lo plane
+    static constexpr int W = C::BW * WSTRIDE;
+    static constexpr int SB = 2 * C::BW * 8;        // [group 0..1][BW] {s, b − off·s} f32 pairs
+    static constexpr int XS = 2 * C::BT * 4;        // [group 0..1][BT] f32 x sums
+    static constexpr int BYTES = X + W + SB + XS;
+    static constexpr int R = 4 * BYTES <= kSmemMax / C::MINB ? 4 : 3;  // ring depth
+    static constexpr int SMEM = R * BYTES;
+    static_assert(3 * BYTES <= kSmemMax / C::MINB, "block tile too large for shared memory");
+    static_assert(X % 16 == 0 && W % 16 == 0 && SB % 16 == 0 && XS % 16 == 0, "16-byte alignment");
+};
+
+struct Args {
+    const uint8_t* w;       // codes [N, row_bytes]
+    const uint8_t* xt;      // pre-tiled x   [token tile][stage][planes · BT · 128 bytes] (gemm_prep_x)
+    const uint8_t* sbt;     // pre-tiled {s, b'} [row tile][stage][2][BW] float2 (gemm_prep_sb)
+    const uint8_t* xst;     // pre-tiled x sums [token tile][stage][2][BT] f32
+    float* y;               // [M, N], or [split, M, N] partials
+    int M, N, K, row_bytes;
+    int stages, sps;        // stages of K, stages per split
+};
+
+__device__ __forceinline__ uint32_t smem_u32(const void* p) {
+    return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+// mbarriers (shared::cta) and bulk copies global → shared completing on one (PTX ISA: mbarrier, cp.async.bulk).
+__device__ __forceinline__ void mbar_init(uint32_t bar, int count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+// Arrives and adds `bytes` to the phase's expected transaction count.
+__device__ __forceinline__ void mbar_expect(uint32_t bar, uint32_t bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+}
+// Waits until the phase with the given parity has completed.
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
+    asm volatile(
+        "{\n"
+        ".reg .pred done;\n"
+        "WAIT_%=:\n"
+        "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+        "@!done bra WAIT_%=;\n"
+        "}\n" ::"r"(bar),
+        "r"(parity)
+        : "memory");
+}
+__device__ __forceinline__ void bulk_copy(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar) {
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(dst),
+                 "l"(src), "r"(bytes), "r"(bar)
+                 : "memory");
+}
+__device__ __forceinline__ void ldsm4(uint32_t addr, uint32_t& r0, uint32_t& r1, uint32_t& r2, uint32_t& r3) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+                 : "r"(addr));
+}
+
+// bf16x2 {byte b of lo, byte b of hi} as exact values (codes 0..255): 2²³ + q as fp32 bits, minus 2²³.
+__device__ __forceinline__ uint32_t byte_pair(uint32_t lo, uint32_t hi, int b) {
+    const float f0 = __uint_as_float(__byte_perm(lo, 0x4B000000u, 0x7540u + unsigned(b))) - 8388608.f;
+    const float f1 = __uint_as_float(__byte_perm(hi, 0x4B000000u, 0x7540u + unsigned(b))) - 8388608.f;
+    uint32_t r;
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(f1), "f"(f0));  // f0 → low half
+    return r;
+}
+
+// The producer warp's copies of stage st (columns [64·st, 64·st + 64)) into `slot`, completing on `bar` (FULL):
+// lane 0 sets the expected bytes and issues three bulk copies (x, {s, b'} pairs, x sums: pre-tiled, contiguous);
+// every lane copies its 16-byte chunks of the codes (chunk lane % WCH of rows lane / WCH + (32 / WCH)·j; rows
+// ≥ N and the invalid half of a ragged last stage are zero-filled) with cp.async and arrives on `bar` when they
+// land (.noinc: the 32 arrivals are part of the barrier's count, 1 + 32).
+template <class C, int BITS, bool HILO>
+__device__ __forceinline__ void produce_stage(const Args& a, uint32_t slot, uint32_t bar, int st, int n0, int m0,
+                                              int lane) {
+    using S = Slot<C, BITS>;
+    constexpr uint32_t XB = (HILO ? 2 : 1) * C::BT * 128;  // x bytes of a stage
+    constexpr int WCH = S::ROW / 16, WR = 32 / WCH, WJ = C::BW / WR;
+    static_assert(C::BW % WR == 0, "code rows per lane step");
+    const int tt = m0 / C::BT, rt = n0 / C::BW;
+    if (lane == 0) {
+        mbar_expect(bar, XB + S::SB + S::XS);
+        bulk_copy(slot, a.xt + (int64_t(tt) * a.stages + st) * XB, XB, bar);
+        bulk_copy(slot + S::X + S::W, a.sbt + (int64_t(rt) * a.stages + st) * S::SB, S::SB, bar);
+        bulk_copy(slot + S::X + S::W + S::SB, a.xst + (int64_t(tt) * a.stages + st) * S::XS, S::XS, bar);
+    }
+    const int c = lane % WCH, r0 = lane / WCH, kb = st * S::ROW + 16 * c;
+    const bool kok = kb < a.row_bytes;
+    const uint8_t* q = a.w + int64_t(n0 + r0) * a.row_bytes + kb;
+    const int64_t step = int64_t(WR) * a.row_bytes;
+    const uint32_t d = slot + S::X + r0 * S::WSTRIDE + 16 * c;
+#pragma unroll 7
+    for (int j = 0; j < WJ; ++j) {
+        const bool ok = kok && n0 + r0 + WR * j < a.N;
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d + j * WR * S::WSTRIDE), "l"(q),
+                     "r"(ok ? 16 : 0)
+                     : "memory");  // (!ok: nothing is read)
+        q += step;
+    }
+    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
+}
+
+// One stage of a consumer warp: products into P, and at each group's end acc += s·P + b'·X (b' = b − off·s, from
+// gemm_prep_sb). OPEN: the stage starts a group (its first k-step writes P fresh, mma0); a group of 128 spans two
+// stages (OPEN on even stages, closed on odd ones), a group of ≤ 64 columns lies within one stage.
+template <class C, int BITS, int GS, bool HILO, bool OPEN>
+__device__ __forceinline__ void consume_stage(const Args& a, const uint8_t* slot, uint32_t xaddr, int k0, int lane,
+                                              int rw, int tw, float (&acc)[C::MF][C::NF][4],
+                                              float (&P)[C::MF][C::NF][4]) {
+    using S = Slot<C, BITS>;
+    constexpr int MF = C::MF, NF = C::NF;
+    const int g = lane >> 2, t = lane & 3;
+    const uint8_t* wsl = slot + S::X;
+    const float2* sbl = reinterpret_cast<const float2*>(slot + S::X + S::W);
+    const float* xql = reinterpret_cast<const float*>(slot + S::X + S::W + S::SB);
+#pragma unroll
+    for (int sp = 0; sp < 2; ++sp) {
+        if (GS == 32 && k0 + 32 * sp >= a.K) break;  // ragged last stage (K % 64 == 32)
+        uint32_t wa[MF][BITS / 4], wb[MF][BITS / 4];  // this lane's code words of rows g, g + 8
+#pragma unroll
+        for (int i = 0; i < MF; ++i) {
+            const uint8_t* pa = wsl + (rw + 16 * i + g) * S::WSTRIDE + sp * (S::ROW / 2) + t * BITS;
+            if constexpr (BITS == 4) {
+                wa[i][0] = *reinterpret_cast<const uint32_t*>(pa);
+                wb[i][0] = *reinterpret_cast<const uint32_t*>(pa + 8 * S::WSTRIDE);
+            } else {
+                const uint2 va = *reinterpret_cast<const uint2*>(pa);
+                const uint2 vb = *reinterpret_cast<const uint2*>(pa + 8 * S::WSTRIDE);
+                wa[i][0] = va.x, wa[i][1] = va.y, wb[i][0] = vb.x, wb[i][1] = vb.y;
+            }
+        }
+#pragma unroll
+        for (int ks = 0; ks < 2; ++ks) {
+            const int q = 2 * sp + ks;  // k-step of the stage: 16-byte chunks 2q, 2q + 1 of a token row
+            const bool fresh = GS == 32 ? ks == 0 : (OPEN && sp == 0 && ks == 0);  // first k-step of a group
+            uint32_t bh[NF][2], bl[NF][2];
+#pragma unroll
+            for (int j = 0; j < NF; ++j) {
+                const int row = tw + 8 * j + (lane & 7), mi = lane >> 3;
+                const int chunk = (2 * q + (mi & 1)) ^ (row & 7);
+                if constexpr (HILO) {
+                    ldsm4(xaddr + (mi >> 1) * (C::BT * 128) + row * 128 + (chunk << 4), bh[j][0], bh[j][1], bl[j][0],
+                          bl[j][1]);
+                } else if (j % 2 == 0) {  // x4 over hi only: chunks {2q, 2q+1} of token blocks j and j + 1 (NF even)
+                    const int row2 = tw + 8 * (j + (mi >> 1)) + (lane & 7);
+                    const int ch2 = (2 * q + (mi & 1)) ^ (row2 & 7);
+                    ldsm4(xaddr + row2 * 128 + (ch2 << 4), bh[j][0], bh[j][1], bh[j + 1][0], bh[j + 1][1]);
+                }
+            }
+#pragma unroll
+            for (int i = 0; i < MF; ++i) {
+                uint32_t a0, a1, a2, a3;
+                if constexpr (BITS == 4) {
+                    a0 = pair16(wa[i][0], 2 * ks), a1 = pair16(wb[i][0], 2 * ks);
+                    a2 = pair16(wa[i][0], 2 * ks + 1), a3 = pair16(wb[i][0], 2 * ks + 1);
+                } else {
+                    a0 = byte_pair(wa[i][0], wa[i][1], 2 * ks), a1 = byte_pair(wb[i][0], wb[i][1], 2 * ks);
+                    a2 = byte_pair(wa[i][0], wa[i][1], 2 * ks + 1), a3 = byte_pair(wb[i][0], wb[i][1], 2 * ks + 1);
+                }
+#pragma unroll
+                for (int j = 0; j < NF; ++j) {
+                    if (fresh) mma0(P[i][j], a0, a1, a2, a3, bh[j][0], bh[j][1]);
+                    else mma(P[i][j], a0, a1, a2, a3, bh[j][0], bh[j][1]);
+                }
+                if constexpr (HILO) {
+#pragma unroll
+                    for (int j = 0; j < NF; ++j) mma(P[i][j], a0, a1, a2, a3, bl[j][0], bl[j][1]);
+                }
+            }
+            const bool close = GS == 32 ? ks == 1 : (sp == 1 && ks == 1 && (GS == 64 || !OPEN));
+            if (close) {
+                const int gi = GS == 32 ? sp : 0;
+#pragma unroll
+                for (int i = 0; i < MF; ++i) {
+                    const int ra = rw + 16 * i + g;
+                    const float2 A = sbl[gi * C::BW + ra], B = sbl[gi * C::BW + ra + 8];
+#pragma unroll
+                    for (int j = 0; j < NF; ++j) {
+                        const float2 X = *reinterpret_cast<const float2*>(xql + gi * C::BT + tw + 8 * j + 2 * t);
+                        acc[i][j][0] = fmaf(A.y, X.x, fmaf(A.x, P[i][j][0], acc[i][j][0]));
+                        acc[i][j][1] = fmaf(A.y, X.y, fmaf(A.x, P[i][j][1], acc[i][j][1]));
+                        acc[i][j][2] = fmaf(B.y, X.x, fmaf(B.x, P[i][j][2], acc[i][j][2]));
+                        acc[i][j][3] = fmaf(B.y, X.y, fmaf(B.x, P[i][j][3], acc[i][j][3]));
+                    }
+                }
+            }
+        }
+    }
+}
+
+template <class C, int BITS, int GS, bool HILO>
+__global__ void __launch_bounds__(C::NTH, C::MINB) gemm_q_kernel(const Args a) {
+    using S = Slot<C, BITS>;
+    constexpr int MF = C::MF, NF = C::NF, R = S::R;
+    extern __shared__ __align__(1024) uint8_t smem[];
+    __shared__ __align__(8) uint64_t bars[2 * R];  // FULL[R] (the slot's copies landed), EMPTY[R] (consumers done)
+    const int n0 = int(blockIdx.x) * C::BW, m0 = int(blockIdx.y) * C::BT;
+    const int st0 = int(blockIdx.z) * a.sps, nst = min(a.stages, st0 + a.sps) - st0;
+    const int warp = int(threadIdx.x) >> 5, lane = int(threadIdx.x) & 31;
+    const uint32_t smem0 = smem_u32(smem), bar0 = smem_u32(bars);
+    auto full = [&](int i) { return bar0 + 8u * unsigned(i); };
+    auto empty = [&](int i) { return bar0 + 8u * unsigned(R + i); };
+    if (threadIdx.x == 0) {
+        for (int i = 0; i < R; ++i) mbar_init(full(i), 1 + 32), mbar_init(empty(i), C::NCW);
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    __syncthreads();
+
+    if (warp == C::NCW) {  // ---- producer ----
+        // Use u of slot i: wait until the consumers released use u − 1 (EMPTY phase u − 1), then copy.
+        for (int s = 0; s < nst; ++s) {
+            const int sl = s % R, u = s / R;
+            if (u > 0) mbar_wait(empty(sl), uint32_t(u - 1) & 1u);
+            produce_stage<C, BITS, HILO>(a, smem0 + sl * S::BYTES, full(sl), st0 + s, n0, m0, lane);
+        }
+        return;
+    }
+
+    // ---- consumers ----
+    const int rw = (warp % C::WW) * 16 * MF, tw = (warp / C::WW) * 8 * NF;
+    float acc[MF][NF][4], P[MF][NF][4];
+#pragma unroll
+    for (int i = 0; i < MF; ++i)
+#pragma unroll
+        for (int j = 0; j < NF; ++j)
+#pragma unroll
+            for (int h = 0; h < 4; ++h) acc[i][j][h] = 0.f;
+    for (int s = 0; s < nst; ++s) {
+        const int sl = s % R, st = st0 + s;
+        mbar_wait(full(sl), uint32_t(s / R) & 1u);
+        const uint8_t* slot = smem + sl * S::BYTES;
+        const uint32_t xaddr = smem0 + sl * S::BYTES;
+        if (GS == 128 && (st & 1))
+            consume_stage<C, BITS, GS, HILO, false>(a, slot, xaddr, st * kStageK, lane, rw, tw, acc, P);
+        else
+            consume_stage<C, BITS, GS, HILO, true>(a, slot, xaddr, st * kStageK, lane, rw, tw, acc, P);
+        __syncwarp();
+        if (lane == 0) mbar_arrive(empty(sl));
+    }
+    const int g = lane >> 2, t = lane & 3;
+    float* y = a.y + int64_t(blockIdx.z) * a.M * a.N;
+#pragma unroll
+    for (int i = 0; i < MF; ++i)
+#pragma unroll
+        for (int j = 0; j < NF; ++j)
+#pragma unroll
+            for (int h = 0; h < 4; ++h) {
+                const int r = n0 + rw + 16 * i + g + (h >= 2 ? 8 : 0), m = m0 + tw + 8 * j + 2 * t + (h & 1);
+                if (r < a.N && m < a.M) y[int64_t(m) * a.N + r] = acc[i][j][h];
+            }
+}
+
+// Scales and biases [N, ng] (bf16 / f16 / f32) → {s, b − off·s} f32 pairs [ng, npad] (rows ≥ N: zeros).
+template <class ST>
+__global__ void gemm_prep_sb(const ST* __restrict__ sc, const ST* __restrict__ bi, int N, int ng, int npad, float off,
+                             float2* __restrict__ out) {
+    const int64_t total = int64_t(ng) * npad;
+    for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
+        const int g = int(i / npad), n = int(i % npad);
+        float2 v = make_float2(0.f, 0.f);
+        if (n < N) {
+            const float s = to_float(sc[int64_t(n) * ng + g]), b = to_float(bi[int64_t(n) * ng + g]);
+            v = make_float2(s, fmaf(-off, s, b));
+        }
+        out[i] = v;
+    }
+}
+
+// x [M, K] → pre-tiled hi / lo planes (Args::xt: per token tile and stage, the slot's bytes: rows of 64 bf16 in
+// logical column order, 16-byte chunks XOR-swizzled by row) and group sums of hi + lo (Args::xst: at the stage
+// that closes the group, index 0 or — group 32 — the span's parity). Rows ≥ M and columns ≥ K are zeros. One
+// thread per (row, 32-column span) of the padded tiles; the spans of a group are consecutive lanes.
+template <bool HILO>
+__global__ void gemm_prep_x(const float* __restrict__ x, int M, int K, int gs, int BT, int stages, bool vec,
+                            uint8_t* __restrict__ xt, float* __restrict__ xst) {
+    const int nsp = 2 * stages, spg = gs / 32, ntt = (M + BT - 1) / BT;
+    const int64_t total = int64_t(ntt) * BT * nsp;
+    constexpr int planes = HILO ? 2 : 1;
+    for (int64_t base = int64_t(blockIdx.x) * blockDim.x; base < total; base += int64_t(gridDim.x) * blockDim.x) {
+        const int64_t idx = base + threadIdx.x;  // whole warps iterate together (shuffles below)
+        const int m = int(idx / nsp), sp = int(idx % nsp);
+        const int tile = m / BT, row = m % BT, st = sp / 2;
+        float sum = 0.f;
+        if (idx < total) {
+            float v[32];
+            const bool live = m < M && 32 * sp < K;
+            const float* src = x + int64_t(m) * K + 32 * sp;
+            if (live && vec) {
+#pragma unroll
+                for (int i = 0; i < 8; ++i) {
+                    const float4 f = reinterpret_cast<const float4*>(src)[i];
+                    v[4 * i] = f.x, v[4 * i + 1] = f.y, v[4 * i + 2] = f.z, v[4 * i + 3] = f.w;
+                }
+            } else {
+#pragma unroll
+                for (int i = 0; i < 32; ++i) v[i] = live ? src[i] : 0.f;
+            }
+            uint32_t hw[16], lw[16];
+#pragma unroll
+            for (int l2 = 0; l2 < 16; ++l2) {  // logical columns 2·l2, 2·l2 + 1 = (s, h, t, e = 0 / 1)
+                const int s = l2 / 8, h = (l2 / 4) % 2, tq = l2 % 4, p0 = 8 * tq + 2 * s + h;
+                if constexpr (HILO) {
+                    float s0, s1;
+                    split2(v[p0], v[p0 + 4], hw[l2], lw[l2], s0, s1);
+                    sum += s0 + s1;
+                } else {
+                    asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(hw[l2]) : "f"(v[p0 + 4]), "f"(v[p0]));
+                    lw[l2] = 0;
+                    sum += __uint_as_float(hw[l2] << 16) + __uint_as_float(hw[l2] & 0xffff0000u);
+                }
+            }
+            uint8_t* dst = xt + ((int64_t(tile) * stages + st) * planes) * (BT * 128) + row * 128;
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+                const int c = 4 * (sp & 1) + i, off = ((c ^ (row & 7)) << 4);
+                *reinterpret_cast<uint4*>(dst + off) = make_uint4(hw[4 * i], hw[4 * i + 1], hw[4 * i + 2], hw[4 * i + 3]);
+                if constexpr (HILO)
+                    *reinterpret_cast<uint4*>(dst + BT * 128 + off) =
+                        make_uint4(lw[4 * i], lw[4 * i + 1], lw[4 * i + 2], lw[4 * i + 3]);
+            }
+        }
+        for (int o = 1; o < spg; o <<= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+        if (idx < total && sp % spg == 0) {
+            const int stc = (sp + spg - 1) / 2, j = gs == 32 ? (sp & 1) : 0;
+            xst[((int64_t(tile) * stages + stc) * 2 + j) * BT + row] = sum;
+        }
+    }
+}
+
+// Scales and biases [N, ng] (bf16 / f16 / f32) → pre-tiled {s, b − off·s} f32 pairs (Args::sbt: per row tile and
+// stage [2][BW], entry j holding the group the stage closes — group 32: groups 2·st + j; 64: st at j = 0; 128:
+// st / 2 at j = 0 of odd stages — and zeros elsewhere and for rows ≥ N).
+template <class ST>
+__global__ void gemm_prep_sb(const ST* __restrict__ sc, const ST* __restrict__ bi, int N, int ng, int gs, int BW,
+                             int stages, float off, float2* __restrict__ out) {
+    const int nrt = (N + BW - 1) / BW;
+    const int64_t total = int64_t(nrt) * stages * 2 * BW;
+    for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
+        const int r = int(i % BW), j = int((i / BW) % 2);
+        const int64_t ts = i / (2 * BW);  // tile · stages + stage
+        const int st = int(ts % stages), rt = int(ts / stages), n = rt * BW + r;
+        const int g = gs == 32 ? 2 * st + j : gs == 64 ? (j == 0 ? st : -1) : (j == 0 && (st & 1) ? st / 2 : -1);
+        float2 v = make_float2(0.f, 0.f);
+        if (n < N && g >= 0 && g < ng) {
+            const float s = to_float(sc[int64_t(n) * ng + g]), b = to_float(bi[int64_t(n) * ng + g]);
+            v = make_float2(s, fmaf(-off, s, b));
+        }
+        out[i] = v;
+    }
+}
+
+__global__ void gemm_reduce(const float* __restrict__ part, int split, int64_t count, float* __restrict__ y) {
+    for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += int64_t(gridDim.x) * blockDim.x) {
+        float s = part[i];
+        for (int z = 1; z < split; ++z) s += part[int64_t(z) * count + i];
+        y[i] = s;
+    }
+}
+
+// ---- host side ----
+
+struct CfgInfo {
+    int bw, bt, minb;
+    double eff;  // relative tensor efficiency of the tile (the rule's guess; larger tiles reuse more)
+};
+// The block tiles (consumer warps WW × WT, warp tile MF·16 rows × NF·8 tokens). Blocks have 8 warps (7 consumers
+// + the producer; or 3 + 1 at two blocks per SM): an SM sub-partition then holds 2 warps, so a thread may use up to
+// 255 registers (9 warps per SM would cap it at 168 and spill the fp32-faithful tiles).
+// [GEMM_Q_CONFIGS] keep in step with launch_bits() below.
+using C0 = Cfg<7, 1, 2, 8, 1>;  // 224 × 64
+using C1 = Cfg<7, 1, 2, 4, 1>;  // 224 × 32
+using C2 = Cfg<7, 1, 2, 2, 1>;  // 224 × 16
+using C3 = Cfg<7, 1, 4, 4, 1>;  // 448 × 32
+using C4 = Cfg<3, 1, 2, 8, 2>;  // 96 × 64, two blocks per SM
+// eff: measured per-SM throughput relative to C0 (H200, 6144×2048, M = 512, all forced: 132.8, 132.3, 126.0,
+// 130.6, 138.1 TFLOP/s; bench/results/2026-12-01-h200-gemm-q.md).
+constexpr CfgInfo kCfgs[] = {
+    {C0::BW, C0::BT, C0::MINB, 1.0}, {C1::BW, C1::BT, C1::MINB, 1.0}, {C2::BW, C2::BT, C2::MINB, 0.95},
+    {C3::BW, C3::BT, C3::MINB, 0.98}, {C4::BW, C4::BT, C4::MINB, 1.04},
+};
+constexpr int kNumCfgs = int(sizeof(kCfgs) / sizeof(kCfgs[0]));
+
+template <class C, int BITS>
+int smem_bytes() { return Slot<C, BITS>::SMEM; }
+
+int cfg_smem(int c, int bits) {
+    switch (c) {
+        case 0: return bits == 4 ? smem_bytes<C0, 4>() : smem_bytes<C0, 8>();
+        case 1: return bits == 4 ? smem_bytes<C1, 4>() : smem_bytes<C1, 8>();
+        case 2: return bits == 4 ? smem_bytes<C2, 4>() : smem_bytes<C2, 8>();
+        case 3: return bits == 4 ? smem_bytes<C3, 4>() : smem_bytes<C3, 8>();
+        default: return bits == 4 ? smem_bytes<C4, 4>() : smem_bytes<C4, 8>();
+    }
+}
+
+int stages_of(const Weight& W) { return int((W.cols + kStageK - 1) / kStageK); }
+
+// Blocks of config c resident per SM: the launch bounds' minimum (registers), if shared memory allows it.
+int blocks_per_sm(int c, int bits) {
+    const int by_smem = (228 * 1024) / (cfg_smem(c, bits) + 1024);
+    return std::max(1, std::min(by_smem, kCfgs[c].minb));
+}
+
+// Estimated µs of a plan (the written rule): waves of blocks over the SMs × block time, plus the reduction of a
+// K split. Block time = 1 µs of fixed latency + its tensor work (two products per code) at the tile's share of
+// ~2.0 TFLOP/s per SM (the rate measured at M = 512: ≈ 135 TFLOP/s of useful work × 2 products ≈ 270 of
+// mma.sync; the absolute value only weighs latency and reduction against it), scaled by the tile's efficiency. Reduction:
+// 1.5 µs + its bytes (split·M·N·4 read, M·N·4 written) at 3 TB/s.
+double plan_us(int c, int split, int64_t M, int64_t N, int64_t K, int bits, int sms) {
+    const CfgInfo& ci = kCfgs[c];
+    const int64_t tiles = ((N + ci.bw - 1) / ci.bw) * ((M + ci.bt - 1) / ci.bt) * split;
+    const int bps = blocks_per_sm(c, bits);
+    const double waves = std::ceil(double(tiles) / double(int64_t(sms) * bps));
+    const double kslice = std::ceil(double(K) / split);
+    const double flop = 4.0 * ci.bw * ci.bt * kslice;
+    const double block_us = 1.0 + flop / (ci.eff * 2.0e6 / bps);
+    double us = waves * block_us;
+    if (split > 1) us += 1.5 + double(split + 1) * double(M) * double(N) * 4.0 / 3.0e6;
+    return us;
+}
+
+size_t align256(size_t v) { return (v + 255) & ~size_t(255); }
+
+// Bytes the K-split partials may take: min(32 MiB, 8·n·rows·4) — growing with n, so that a workspace sized for
+// the largest n of a caller also serves every smaller n.
+constexpr size_t kPartialCap = size_t(32) << 20;
+size_t partial_budget(const Weight& W, int64_t n) {
+    return std::min(kPartialCap, size_t(8) * size_t(n) * size_t(W.rows) * 4);
+}
+
+template <class C, int BITS, int GS, bool HILO>
+void launch_cfg(const Args& a, int split, cudaStream_t st) {
+    auto* k = gemm_q_kernel<C, BITS, GS, HILO>;
+    static const bool attr = [&] {
+        CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, Slot<C, BITS>::SMEM));
+        return true;
+    }();
+    (void)attr;
+    const dim3 grid(unsigned((a.N + C::BW - 1) / C::BW), unsigned((a.M + C::BT - 1) / C::BT), unsigned(split));
+    k<<<grid, C::NTH, Slot<C, BITS>::SMEM, st>>>(a);
+    CUDA_CHECK(cudaGetLastError());
+}
+
+template <class C, int BITS, bool HILO>
+void launch_gs(const Args& a, int gs, int split, cudaStream_t st) {
+    if (gs == 32) launch_cfg<C, BITS, 32, HILO>(a, split, st);
+    else if (gs == 64) launch_cfg<C, BITS, 64, HILO>(a, split, st);
+    else launch_cfg<C, BITS, 128, HILO>(a, split, st);
+}
+
+template <int BITS, bool HILO>
+void launch_bits(int c, const Args& a, int gs, int split, cudaStream_t st) {
+    switch (c) {  // [GEMM_Q_CONFIGS]
+        case 0: launch_gs<C0, BITS, HILO>(a, gs, split, st); break;
+        case 1: launch_gs<C1, BITS, HILO>(a, gs, split, st); break;
+        case 2: launch_gs<C2, BITS, HILO>(a, gs, split, st); break;
+        case 3: launch_gs<C3, BITS, HILO>(a, gs, split, st); break;
+        default: launch_gs<C4, BITS, HILO>(a, gs, split, st); break;
+    }
+}
+
+}  // namespace
+
+int gemm_q_configs() { return kNumCfgs; }
+
+bool gemm_q_supported(const Weight& W) {
+    return W.format == WeightFormat::AFFINE && (W.bits == 4 || W.bits == 8) &&
+           (W.group_size == 32 || W.group_size == 64 || W.group_size == 128) && W.cols % W.group_size == 0 &&
+           W.cols % 32 == 0 && W.scales && W.biases && dtype_is_float(W.sb_dtype) &&
+           (reinterpret_cast<uintptr_t>(W.data) & 15u) == 0 && (W.rows < (int64_t(1) << 31)) &&
+           (W.cols < (int64_t(1) << 30)) && (reinterpret_cast<uintptr_t>(W.scales) & 1u) == 0 &&
+           (reinterpret_cast<uintptr_t>(W.biases) & 1u) == 0 &&
+           (W.sb_dtype != DType::F32 ||
+            ((reinterpret_cast<uintptr_t>(W.scales) & 3u) == 0 && (reinterpret_cast<uintptr_t>(W.biases) & 3u) == 0));
+}
+
+GemmPlan gemm_q_plan(const Weight& W, int64_t n, const GemmPlan& force) {
+    const int sms = detail::sm_count();
+    const int stages = stages_of(W);
+    const int per_group = W.group_size == 128 ? 2 : 1;  // a split starts at a group's first stage
+    GemmPlan best;
+    double best_us = 0;
+    for (int c = 0; c < kNumCfgs; ++c) {
+        if (force.config >= 0 && c != force.config) continue;
+        for (int split : {1, 2, 3, 4, 6, 8}) {
+            if (force.split > 0 && split != force.split) continue;
+            if (split > 1 && force.split <= 0 &&
+                (stages < 4 * split || size_t(split) * size_t(n) * size_t(W.rows) * 4 > partial_budget(W, n)))
+                continue;  // ≥ 4 stages per slice; partials within the budget
+            const double us = plan_us(c, split, n, W.rows, W.cols, W.bits, sms);
+            if (best.config < 0 || us < best_us) best.config = c, best.split = split, best_us = us;
+        }
+    }
+    if (best.config < 0) best.config = force.config >= 0 ? force.config : 0, best.split = 1;
+    // Whole groups per slice; no empty slices.
+    const int units = stages / per_group;
+    best.split = std::max(1, std::min(best.split, units));
+    return best;
+}
+
+// Workspace layout (each part 256-aligned): pre-tiled x (≤ (n + 64) rows × stages × 256 bytes), x sums
+// (≤ (n + 64) × stages × 8), {s, b'} pairs (≤ (rows + 448) × stages × 16), K-split partials (partial_budget). The
+// bounds hold for every tile (BT ≤ 64, BW ≤ 448) and grow with n.
+struct WsLayout {
+    size_t xt, xst, sbt, part, total;
+};
+WsLayout ws_layout(const Weight& W, int64_t n, const GemmPlan& p) {
+    const size_t st = size_t(stages_of(W)), rows = size_t(n) + 64;
+    WsLayout l;
+    l.xt = 0;
+    l.xst = l.xt + align256(rows * st * 256);
+    l.sbt = l.xst + align256(rows * st * 8);
+    l.part = l.sbt + align256((size_t(W.rows) + 448) * st * 16);
+    l.total = l.part + align256(std::max(partial_budget(W, n), p.split > 1 ? size_t(p.split) * size_t(n) * size_t(W.rows) * 4 : 0));
+    return l;
+}
+
+size_t gemm_q_workspace_bytes(const Weight& W, int64_t n, const GemmPlan& force) {
+    return 256 + ws_layout(W, n, gemm_q_plan(W, n, force)).total;
+}
+
+const char* gemm_q_describe(const Weight& W, int64_t n, char* buf, size_t buf_bytes, const GemmPlan& force) {
+    const GemmPlan p = gemm_q_plan(W, n, force);
+    const CfgInfo& ci = kCfgs[p.config];
+    std::snprintf(buf, buf_bytes, "gemm q%d g%d %dx%d split%d smem%dK", W.bits, W.group_size, ci.bw, ci.bt, p.split,
+                  cfg_smem(p.config, W.bits) / 1024);
+    return buf;
+}
+
+void gemm_q(const Weight& W, const float* x, int64_t n, float* y, cudaStream_t stream, void* workspace,
+            size_t workspace_bytes, GemmPrecision prec, const GemmPlan& force) {
+    EMBER_CHECK(gemm_q_supported(W), "gemm_q: unsupported weight (format %d, bits %d, group %d, cols %lld)",
+                int(W.format), W.bits, W.group_size, (long long)W.cols);
+    EMBER_CHECK(n >= 1 && n < (int64_t(1) << 31) / 2 && x && y, "gemm_q: n=%lld", (long long)n);
+    EMBER_CHECK(workspace && workspace_bytes >= gemm_q_workspace_bytes(W, n, force),
+                "gemm_q: workspace %zu bytes, needs %zu", workspace_bytes, gemm_q_workspace_bytes(W, n, force));
+    if (W.rows == 0) return;
+    const GemmPlan p = gemm_q_plan(W, n, force);
+    const bool hilo = prec == GemmPrecision::FP32;
+    const CfgInfo& ci = kCfgs[p.config];
+    uint8_t* ws = reinterpret_cast<uint8_t*>(align256(reinterpret_cast<uintptr_t>(workspace)));
+    const WsLayout l = ws_layout(W, n, p);
+    const int stages = stages_of(W);
+    const int64_t ng = W.cols / W.group_size;
+    {
+        const int64_t spans = ((n + ci.bt - 1) / ci.bt) * ci.bt * 2 * stages;
+        const unsigned g = unsigned(std::clamp<int64_t>((spans + 255) / 256, 1, 4096));
+        const bool vec = (reinterpret_cast<uintptr_t>(x) & 15u) == 0;
+        auto* xst = reinterpret_cast<float*>(ws + l.xst);
+        if (hilo)
+            gemm_prep_x<true><<<g, 256, 0, stream>>>(x, int(n), int(W.cols), W.group_size, ci.bt, stages, vec, ws + l.xt, xst);
+        else
+            gemm_prep_x<false><<<g, 256, 0, stream>>>(x, int(n), int(W.cols), W.group_size, ci.bt, stages, vec, ws + l.xt, xst);
+        CUDA_CHECK(cudaGetLastError());
+    }
+    {
+        const float off = W.bits == 4 ? 16.f : 0.f;
+        const int64_t total = (W.rows + ci.bw - 1) / ci.bw * int64_t(stages) * 2 * ci.bw;
+        const unsigned g = unsigned(std::clamp<int64_t>((total + 255) / 256, 1, 4096));
+        auto* out = reinterpret_cast<float2*>(ws + l.sbt);
+        const int N = int(W.rows), G = int(ng), gs = W.group_size, bw = ci.bw;
+        if (W.sb_dtype == DType::F32)
+            gemm_prep_sb<float><<<g, 256, 0, stream>>>(static_cast<const float*>(W.scales),
+                                                       static_cast<const float*>(W.biases), N, G, gs, bw, stages, off, out);
+        else if (W.sb_dtype == DType::F16)
+            gemm_prep_sb<__half><<<g, 256, 0, stream>>>(static_cast<const __half*>(W.scales),
+                                                        static_cast<const __half*>(W.biases), N, G, gs, bw, stages, off, out);
+        else
+            gemm_prep_sb<__nv_bfloat16><<<g, 256, 0, stream>>>(static_cast<const __nv_bfloat16*>(W.scales),
+                                                               static_cast<const __nv_bfloat16*>(W.biases), N, G, gs, bw,
+                                                               stages, off, out);
+        CUDA_CHECK(cudaGetLastError());
+    }
+    float* part = reinterpret_cast<float*>(ws + l.part);
+    Args a{};
+    a.w = static_cast<const uint8_t*>(W.data);
+    a.xt = ws + l.xt, a.sbt = ws + l.sbt, a.xst = ws + l.xst;
+    a.M = int(n), a.N = int(W.rows), a.K = int(W.cols);
+    a.row_bytes = int(W.cols * W.bits / 8);
+    a.stages = stages;
+    const int per_group = W.group_size == 128 ? 2 : 1;
+    const int units = a.stages / per_group;
+    a.sps = (units + p.split - 1) / p.split * per_group;
+    const int split = (a.stages + a.sps - 1) / a.sps;  // slices actually non-empty
+    a.y = split > 1 ? part : y;
+    const int gs = W.group_size;
+    if (W.bits == 4) {
+        if (hilo) launch_bits<4, true>(p.config, a, gs, split, stream);
+        else launch_bits<4, false>(p.config, a, gs, split, stream);
+    } else {
+        if (hilo) launch_bits<8, true>(p.config, a, gs, split, stream);
+        else launch_bits<8, false>(p.config, a, gs, split, stream);
+    }
+    if (split > 1) {
+        const int64_t count = n * W.rows;
+        gemm_reduce<<<unsigned(std::clamp<int64_t>((count + 255) / 256, 1, 4096)), 256, 0, stream>>>(part, split, count, y);
+        CUDA_CHECK(cudaGetLastError());
+    }
+}
+
+}  // namespace ember::cuda
