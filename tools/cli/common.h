@@ -18,6 +18,10 @@ int fail(const char* cmd, const std::string& msg);
 Expected<std::unique_ptr<CausalLM>> open_model(const std::string& path, const std::string& synthetic,
                                                const std::string& device = "auto", int64_t context = 4096,
                                                const LoadOptions& load = {});
+// The sampling options of generate and chat (--temp, --top-k, --top-p, --min-p, --repeat-penalty,
+// --presence-penalty, --frequency-penalty, --seed), and their help lines.
+SamplingParams sampling_options(class Args& a);
+extern const char* const kSamplingHelp;
 // The --q8-activations option of the commands that load a model, and its help line.
 LoadOptions load_options(class Args& a);
 extern const char* const kQ8ActivationsHelp;
