@@ -21,9 +21,14 @@ bool is_space(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; 
 std::string StopMatcher::push(std::string_view text) {
     if (stopped_) return "";
     pending_ += text;
-    // The earliest match of any stop string wins.
-    size_t best = std::string::npos;
-    for (const auto& s : stops_) best = std::min(best, pending_.find(s));
+    // The match that ends first wins (ties: the one that starts first): that is where a stream that grows
+    // piece by piece first contains a stop string, whatever the pieces.
+    size_t best = std::string::npos, best_end = std::string::npos;
+    for (const auto& s : stops_) {
+        const size_t at = pending_.find(s);
+        if (at == std::string::npos) continue;
+        if (at + s.size() < best_end || (at + s.size() == best_end && at < best)) best = at, best_end = at + s.size();
+    }
     if (best != std::string::npos) {
         stopped_ = true;
         std::string out = pending_.substr(0, best);

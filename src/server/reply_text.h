@@ -11,7 +11,8 @@
 
 namespace ember::server {
 
-// Emits text except a held-back tail that may begin a stop string; after the first match, nothing more.
+// Emits text except a held-back tail that may begin a stop string. The reply ends before the stop string that
+// completes first (the earliest-ending match; ties: the longer one), whatever the pieces; after it, nothing more.
 class StopMatcher {
 public:
     explicit StopMatcher(std::vector<std::string> stops) : stops_(std::move(stops)) {}
