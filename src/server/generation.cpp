@@ -72,12 +72,13 @@ std::shared_ptr<Job> submit_job(ServerContext& ctx, JobSpec job, HttpResponse& e
 }
 
 namespace {
-TokenLogprob make_logprob(const Tokenizer& tok, const GeneratedToken& t) {
+TokenLogprob make_logprob(const Tokenizer& tok, const GeneratedToken& t, bool as_ids) {
+    auto name = [&](int32_t id) { return as_ids ? strfmt("token_id:%d", id) : tok.decode({id}); };
     TokenLogprob lp;
     lp.bytes = tok.token_bytes(t.id);
-    lp.token = tok.decode({t.id});
+    lp.token = name(t.id);
     lp.logprob = t.logprob;
-    for (const auto& [id, l] : t.top) lp.top.push_back({tok.decode({id}), tok.token_bytes(id), l});
+    for (const auto& [id, l] : t.top) lp.top.push_back({name(id), tok.token_bytes(id), l});
     return lp;
 }
 
@@ -111,7 +112,7 @@ GenerationResult run_generation(ServerContext& ctx, Job& job, const JobSpec& spe
         for (const auto& t : u.tokens) {
             r.usage.completion_tokens++;
             text.push(t.id, d);
-            if (with_logprobs) d.logprobs.push_back(make_logprob(ctx.tok, t));
+            if (with_logprobs) d.logprobs.push_back(make_logprob(ctx.tok, t, gen.tokens_as_ids));
             if ((stopped = text.stopped())) break;
         }
         if (stopped) job.cancel();  // the worker drops it at its next step

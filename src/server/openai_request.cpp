@@ -75,7 +75,8 @@ bool read_common(Fields& f, GenerationOptions& g) {
         !f.number("repetition_penalty", 1e-3, 100, sp.repetition_penalty) ||
         !f.integer("top_k", -1, std::numeric_limits<int32_t>::max(), top_k) ||
         !f.integer("seed", std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max(), seed) ||
-        !f.boolean("stream", g.stream) || !read_stop(f, g.stop))
+        !f.boolean("stream", g.stream) || !f.boolean("return_tokens_as_token_ids", g.tokens_as_ids) ||
+        !read_stop(f, g.stop))
         return false;
     if (top_k) sp.top_k = *top_k < 0 ? 0 : static_cast<int>(*top_k);  // −1 (vLLM) and 0 (llama.cpp): off
     if (seed) g.seed_given = true, sp.seed = static_cast<uint64_t>(*seed);

@@ -93,7 +93,7 @@ ojson completion_json(const ResponseMeta& m, const ReplyDelta& text, const Finis
             for (const auto& a : t.top) top[a.token] = a.logprob;
             tops.push_back(top);
             offsets.push_back(offset);
-            offset += static_cast<int64_t>(t.token.size());
+            offset += static_cast<int64_t>(t.bytes.size());
         }
         lp = {{"tokens", tokens}, {"token_logprobs", token_lps}, {"top_logprobs", tops}, {"text_offset", offsets}};
     }

@@ -24,7 +24,7 @@ HttpResponse completions(ServerContext& ctx, const HttpRequest& req) {
     fmt.chunk = [meta, lp, offset](const ReplyDelta* d, bool, const FinishReason* fr) {
         static const ReplyDelta empty;
         ojson j = completion_json(meta, d ? *d : empty, fr, nullptr, lp && d, *offset);
-        if (d) for (const auto& t : d->logprobs) *offset += int64_t(t.token.size());
+        if (d) for (const auto& t : d->logprobs) *offset += int64_t(t.bytes.size());
         return j;
     };
     fmt.usage_chunk = [meta](const Usage& u) {
