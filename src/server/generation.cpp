@@ -52,7 +52,7 @@ bool make_job(const ServerContext& ctx, std::vector<int32_t> prompt, const Gener
     job.max_tokens = max_tokens;
     job.sampling = gen.sampling;
     if (!gen.seed_given) job.sampling.seed = std::random_device{}() * 0x100000001ull ^ std::random_device{}();
-    job.stop_ids = ctx.tok.eos_ids();
+    if (!gen.ignore_eos) job.stop_ids = ctx.tok.eos_ids();
     job.top_logprobs = gen.top_logprobs;
     return true;
 }

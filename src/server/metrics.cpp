@@ -62,6 +62,10 @@ std::string Metrics::prometheus() const {
     counter(out, "ember_requests_rejected_queue_full_total", "requests refused with 503 (queue full)",
             rejected_full.load());
     counter(out, "ember_requests_cancelled_total", "generations cancelled (client gone, shutdown)", cancelled.load());
+    counter(out, "ember_engine_steps_total", "model calls (prefill chunks and decode steps) of the engine worker",
+            engine_steps.load());
+    out += strfmt("# HELP ember_engine_seconds_total time the engine worker spent inside model calls\n"
+                  "# TYPE ember_engine_seconds_total counter\nember_engine_seconds_total %.9f\n", engine_ns.load() * 1e-9);
     gauge(out, "ember_queue_depth", "requests waiting for a sequence slot", queue_depth.load());
     gauge(out, "ember_active_sequences", "sequence slots in use", active_seqs.load());
     gauge(out, "ember_max_sequences", "sequence slots (--max-seqs)", max_seqs.load());

@@ -32,6 +32,7 @@ struct Metrics {
     // counters
     std::array<std::array<std::atomic<uint64_t>, 3>, size_t(Endpoint::COUNT)> requests{};  // [endpoint][2xx, 4xx, 5xx]
     std::atomic<uint64_t> prompt_tokens{0}, generation_tokens{0}, rejected_full{0}, cancelled{0};
+    std::atomic<uint64_t> engine_steps{0}, engine_ns{0};  // model calls of the worker and the time inside them
     // gauges (the engine worker sets them)
     std::atomic<int64_t> queue_depth{0}, active_seqs{0}, max_seqs{0}, kv_tokens{0}, kv_bytes{0}, state_bytes{0};
     // latencies

@@ -76,6 +76,7 @@ bool read_common(Fields& f, GenerationOptions& g) {
         !f.integer("top_k", -1, std::numeric_limits<int32_t>::max(), top_k) ||
         !f.integer("seed", std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max(), seed) ||
         !f.boolean("stream", g.stream) || !f.boolean("return_tokens_as_token_ids", g.tokens_as_ids) ||
+        !f.boolean("ignore_eos", g.ignore_eos) ||
         !read_stop(f, g.stop))
         return false;
     if (top_k) sp.top_k = *top_k < 0 ? 0 : static_cast<int>(*top_k);  // −1 (vLLM) and 0 (llama.cpp): off
@@ -102,7 +103,6 @@ bool read_common(Fields& f, GenerationOptions& g) {
            f.refuse("guided_grammar", "structured output is not implemented yet") &&
            f.refuse("grammar", "structured output is not implemented yet") &&
            f.refuse("json_schema", "structured output is not implemented yet") &&
-           f.refuse("ignore_eos", "ignore_eos is not implemented", false) &&
            f.refuse("min_tokens", "min_tokens is not implemented", 0);
 }
 

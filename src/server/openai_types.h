@@ -45,6 +45,7 @@ struct GenerationOptions {
     bool include_usage = false;           // stream_options.include_usage
     int top_logprobs = -1;                // −1: no logprobs; 0..20: the sampled token's logprob + that many
     bool tokens_as_ids = false;           // return_tokens_as_token_ids (vLLM): logprob tokens as "token_id:N"
+    bool ignore_eos = false;              // ignore_eos (vLLM): generate max_tokens tokens (benchmarks)
 };
 
 struct ChatRequest {

@@ -89,7 +89,8 @@ public:
 private:
     struct Seq;
     void run();                 // the worker
-    bool step(Seq& s);          // one step; true when the job is over
+    bool step(Seq& s);          // one step, timed; true when the job is over
+    bool advance(Seq& s);       // the step itself
     bool emit(Seq& s, const float* logits, int32_t id);
 
     const CausalLM& model_;
