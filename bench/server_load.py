@@ -69,17 +69,22 @@ def stream_one(host, port, max_tokens, key):
     return ttft, gaps, tokens
 
 
-def metrics(host, port, key):
-    conn = http.client.HTTPConnection(host, port, timeout=30)
-    conn.request("GET", "/metrics", headers={"Authorization": "Bearer " + key} if key else {})
-    text = conn.getresponse().read().decode()
-    conn.close()
+def parse_prometheus(text):
+    """Prometheus text → {"name{labels}": value} (comments skipped)."""
     out = {}
     for line in text.splitlines():
         if line and not line.startswith("#"):
             k, v = line.rsplit(" ", 1)
             out[k] = float(v)
     return out
+
+
+def metrics(host, port, key):
+    conn = http.client.HTTPConnection(host, port, timeout=30)
+    conn.request("GET", "/metrics", headers={"Authorization": "Bearer " + key} if key else {})
+    text = conn.getresponse().read().decode()
+    conn.close()
+    return parse_prometheus(text)
 
 
 def cpu_seconds(pid):

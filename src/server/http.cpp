@@ -1,7 +1,10 @@
-// http.cpp: HttpServer on cpp-httplib 0.11 (the only file that includes httplib.h).
+// http.cpp: HttpServer on cpp-httplib 0.11 (the only file that includes httplib.h). A build without the library
+// (EMBER_NO_HTTPLIB: CMake did not find it) keeps the interface and refuses to bind, saying why.
 #include "server/http.h"
 
+#ifndef EMBER_NO_HTTPLIB
 #include <httplib.h>
+#endif
 #include <signal.h>
 
 #include <algorithm>
@@ -46,6 +49,17 @@ HttpResponse error_response(int status, const std::string& message, const std::s
     return r;
 }
 
+#ifdef EMBER_NO_HTTPLIB
+struct HttpServer::Impl {};
+HttpServer::HttpServer(const HttpOptions& opt, Metrics& metrics) : opt_(opt), metrics_(metrics) {}
+HttpServer::~HttpServer() = default;
+void HttpServer::route(const std::string&, const std::string&, Endpoint, bool, Handler) {}
+Status HttpServer::bind() {
+    return errorf("this ember was built without cpp-httplib (Debian libcpp-httplib-dev): it has no HTTP server");
+}
+void HttpServer::serve() {}
+void HttpServer::stop() {}
+#else
 struct HttpServer::Impl {
     httplib::Server svr;
     struct Route {
@@ -155,5 +169,7 @@ void HttpServer::serve() {
 }
 
 void HttpServer::stop() { impl_->svr.stop(); }
+
+#endif  // EMBER_NO_HTTPLIB
 
 }  // namespace ember::server

@@ -40,6 +40,19 @@ private:
     std::chrono::milliseconds delay_;
 };
 
+// A toy model, its metrics and a queue on them.
+struct Rig {
+    explicit Rig(QueueOptions o = {}, std::chrono::milliseconds delay = std::chrono::milliseconds(0))
+        : lm(delay), q(lm, o, m) {}
+    std::shared_ptr<Job> submit(JobSpec s) {
+        EngineQueue::Refusal why;
+        return q.submit(std::move(s), &why);
+    }
+    ToyLM lm;
+    Metrics m;
+    EngineQueue q;
+};
+
 JobSpec greedy(std::vector<int32_t> prompt, int64_t max_tokens) {
     JobSpec j;
     j.prompt = std::move(prompt);
@@ -72,41 +85,32 @@ std::vector<int32_t> expected(int32_t last, int n) {
 }
 
 TEST(EngineQueue, GreedyStreamAndLength) {
-    ToyLM lm;
-    Metrics m;
-    EngineQueue q(lm, {}, m);
-    EngineQueue::Refusal why;
-    auto job = q.submit(greedy({1, 2, 5}, 6), &why);
+    Rig r;
+    auto job = r.submit(greedy({1, 2, 5}, 6));
     ASSERT_TRUE(job);
     JobEnd end;
     EXPECT_EQ(drain(*job, &end), expected(5, 6));
     EXPECT_EQ(end, JobEnd::LENGTH);
-    EXPECT_EQ(m.generation_tokens.load(), 6u);
-    EXPECT_EQ(m.prompt_tokens.load(), 3u);
+    EXPECT_EQ(r.m.generation_tokens.load(), 6u);
+    EXPECT_EQ(r.m.prompt_tokens.load(), 3u);
 }
 
 TEST(EngineQueue, StopIdEndsWithoutEmittingIt) {
-    ToyLM lm;
-    Metrics m;
-    EngineQueue q(lm, {}, m);
-    EngineQueue::Refusal why;
+    Rig r;
     JobSpec s = greedy({5}, 50);
     const auto seq = expected(5, 10);
     s.stop_ids = {seq[3]};
-    auto job = q.submit(s, &why);
+    auto job = r.submit(s);
     JobEnd end;
     EXPECT_EQ(drain(*job, &end), std::vector<int32_t>(seq.begin(), seq.begin() + 3));
     EXPECT_EQ(end, JobEnd::EOS);
 }
 
 TEST(EngineQueue, LogprobsAreTheLogSoftmax) {
-    ToyLM lm;
-    Metrics m;
-    EngineQueue q(lm, {}, m);
-    EngineQueue::Refusal why;
+    Rig r;
     JobSpec s = greedy({4}, 3);
     s.top_logprobs = 4;
-    auto job = q.submit(s, &why);
+    auto job = r.submit(s);
     std::vector<GeneratedToken> toks;
     drain(*job, nullptr, &toks);
     ASSERT_EQ(toks.size(), 3u);
@@ -114,7 +118,7 @@ TEST(EngineQueue, LogprobsAreTheLogSoftmax) {
     for (const auto& t : toks) {
         std::vector<float> row(37);
         ModelState st;
-        ASSERT_TRUE(lm.forward(st, &prev, 1, row.data(), false).is_ok());
+        ASSERT_TRUE(r.lm.forward(st, &prev, 1, row.data(), false).is_ok());
         double z = 0;
         for (float l : row) z += std::exp(double(l));
         EXPECT_NEAR(t.logprob, row[t.id] - std::log(z), 1e-5);
@@ -203,12 +207,9 @@ TEST(EngineQueue, RefusesBeyondTheBoundAndAfterShutdown) {
 }
 
 TEST(EngineQueue, ShutdownLetsShortJobsFinish) {
-    ToyLM lm(std::chrono::milliseconds(2));
-    Metrics m;
-    EngineQueue q(lm, {}, m);
-    EngineQueue::Refusal why;
-    auto a = q.submit(greedy({3}, 10), &why);
-    q.shutdown(std::chrono::milliseconds(10000));
+    Rig r({}, std::chrono::milliseconds(2));
+    auto a = r.submit(greedy({3}, 10));
+    r.q.shutdown(std::chrono::milliseconds(10000));
     JobEnd end;
     EXPECT_EQ(drain(*a, &end), expected(3, 10));
     EXPECT_EQ(end, JobEnd::LENGTH);

@@ -6,6 +6,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import threading
 import time
 import urllib.request
@@ -14,6 +15,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "bench"))
+from server_load import parse_prometheus  # noqa: E402
 EMBER = os.environ.get("EMBER_BIN", str(ROOT / "build/bin/ember"))
 SMOLLM2 = os.environ.get("EMBER_SMOLLM2", os.path.expanduser(
     os.path.join(os.environ.get("EMBER_CACHE", "~/.cache/ember"), "models/SmolLM2-135M-Instruct.Q4_1.gguf")))
@@ -73,12 +76,7 @@ class Server:
     def metrics(self):
         status, text = self.get("/metrics", self.auth)
         assert status == 200
-        out = {}
-        for line in text.splitlines():
-            if line and not line.startswith("#"):
-                k, v = line.rsplit(" ", 1)
-                out[k] = float(v)
-        return out
+        return parse_prometheus(text)
 
     auth = {}
 
