@@ -5,6 +5,7 @@ import math
 import struct
 import subprocess
 import tempfile
+import time
 
 import openai
 import pytest
@@ -302,3 +303,45 @@ def test_reasoning_split_qwen35(qwen35_dir):
             assert status == 200 and tok["count"] == usage.prompt_tokens
     finally:
         assert s.stop() == 0
+
+
+def test_queue_full_is_503_with_retry_after():
+    from conftest import need_smollm2
+    need_smollm2()
+    s = Server(SMOLLM2, "--max-seqs", "1", "--max-queue", "0", name="server-full")
+    try:
+        c = openai.OpenAI(base_url=s.url + "/v1", api_key="x", max_retries=0)
+        stream = c.completions.create(model="", prompt="1, 2, 3,", max_tokens=400, temperature=0, stream=True,
+                                      extra_body={"ignore_eos": True})
+        next(iter(stream))  # the only slot is busy
+        with pytest.raises(openai.APIStatusError) as e:
+            c.completions.create(model="", prompt="Hi", max_tokens=2)
+        assert e.value.status_code == 503 and e.value.response.headers["retry-after"] == "1"
+        assert e.value.body["code"] == "queue_full"
+        stream.close()  # the disconnect frees the slot: the next request is served
+        m = s.idle_metrics(timeout=30)
+        assert m["ember_requests_rejected_queue_full_total"] == 1 and m["ember_active_sequences"] == 0
+        assert c.completions.create(model="", prompt="Hi", max_tokens=2).usage.completion_tokens == 2
+    finally:
+        assert s.stop() == 0
+
+
+def test_sigterm_finishes_in_flight_then_exits():
+    from conftest import need_smollm2
+    need_smollm2()
+    s = Server(SMOLLM2, "--grace", "1", name="server-sigterm")
+    c = openai.OpenAI(base_url=s.url + "/v1", api_key="x", max_retries=0)
+    short = c.completions.create(model="", prompt="Hi", max_tokens=3, temperature=0, stream=True)
+    long = c.completions.create(model="", prompt="1, 2, 3,", max_tokens=3000, temperature=0, stream=True,
+                                extra_body={"ignore_eos": True})
+    it_long = iter(long)
+    next(it_long)
+    s.proc.terminate()  # SIGTERM while both stream
+    t0 = time.time()
+    # The short reply completes within the grace time; the long one is cancelled at its end with an error event.
+    assert "".join(ch.choices[0].text for ch in short if ch.choices)
+    with pytest.raises(openai.APIError):
+        for _ in it_long:
+            pass
+    assert s.stop(sig_timeout=30) == 0 and time.time() - t0 < 30
+    assert "shutting down" in open(s.log_path).read()
