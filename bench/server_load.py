@@ -33,7 +33,8 @@ def pct(xs, p):
 
 
 def stream_one(host, port, max_tokens, key):
-    """One streaming completion: (ttft s, [inter-token gaps s], completion tokens, first→last token s) or raises."""
+    """One streaming completion: (ttft s, [gaps between text chunks s], completion tokens, first→last chunk s) or
+    raises. A chunk carries one token's text (SmolLM2-style tokenizers), fewer when a token ends mid-character."""
     body = json.dumps({"prompt": PROMPT, "max_tokens": max_tokens, "temperature": 0, "ignore_eos": True,
                        "stream": True, "stream_options": {"include_usage": True}})
     headers = {"Content-Type": "application/json"}
@@ -141,8 +142,11 @@ def run_level(host, port, clients, requests_per_client, max_tokens, key, pid):
         "engine_us": engine / tokens * 1e6 if tokens else float("nan"),
         "cpu_us": (c1 - c0) / tokens * 1e6 if tokens and c0 is not None else float("nan"),
         "errors": errors[:3],
-        # Per stream, as `ember generate` reports decode speed: (tokens − 1) / (last token − first token).
-        "decode_tps": statistics.fmean([(r[2] - 1) / r[3] for r in results if r[3] > 0]) if results else 0,
+        # Per stream, as `ember generate` reports decode speed: (chunks − 1) / (last chunk − first chunk).
+        "decode_tps": statistics.fmean([len(r[1]) / r[3] for r in results if r[3] > 0]) if results else 0,
+        # The engine worker's own view: mean time between a sequence's tokens (the ember_inter_token histogram).
+        "worker_tps": (m1["ember_inter_token_seconds_count"] - m0["ember_inter_token_seconds_count"]) /
+                      max(1e-12, m1["ember_inter_token_seconds_sum"] - m0["ember_inter_token_seconds_sum"]),
     }
     return row
 
@@ -215,7 +219,7 @@ def main():
             lines.append(f"batch 1 through HTTP: {one['decode_tps']:.1f} tok/s decode per stream (first to last token, "
                          f"as `ember generate` counts) = {100 * one['decode_tps'] / g:.1f} % of `ember generate`; "
                          f"{1e3 / one['itl50']:.1f} tok/s from the inter-token p50; {one['tps']:.1f} tok/s end to end "
-                         f"(prefill, TTFT and request setup included)")
+                         f"(prefill, TTFT and request setup included); the engine worker between tokens: {one['worker_tps']:.1f} tok/s")
     for r in rows:
         if r["errors"]:
             lines.append(f"errors at {r['clients']} clients: {r['errors']}")
