@@ -10,8 +10,6 @@
 #include "io/gguf.h"
 #include "io/json_file.h"
 #include "server/chat_prompt.h"
-#include "template/chat_template.h"
-#include "template/model_chat_templates.h"
 #include "tokenizer/gguf_tokenizer.h"
 
 #ifdef EMBER_HAVE_CUDA
@@ -103,17 +101,6 @@ Expected<std::unique_ptr<Tokenizer>> open_tokenizer(const std::string& model_pat
     if (!fs::exists(fs::path(model_path) / "tokenizer.json")) return std::unique_ptr<Tokenizer>();
     EMBER_ASSIGN(Tokenizer t, Tokenizer::load(model_path));
     return std::make_unique<Tokenizer>(std::move(t));
-}
-
-Expected<std::string> open_chat_template(const std::string& model_path) {
-    if (model_path.empty()) return std::string();
-    if (is_gguf_path(model_path)) {
-        EMBER_ASSIGN(auto f, GgufFile::open(model_path));
-        return chat_template_from_gguf(*f);
-    }
-    EMBER_ASSIGN(ModelChatTemplates t, load_model_chat_templates(model_path));
-    if (t.templates.empty()) return std::string();
-    return t.select(/*with_tools=*/false);
 }
 
 Expected<std::string> format_chat(const std::string& model_path, const Tokenizer& tok, const std::string& user,
