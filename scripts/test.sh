@@ -23,6 +23,9 @@ cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DEMBER_ASAN
 cmake --build build-asan -j"$(nproc)" --target test_io test_tokenizer test_template
 for t in test_io test_tokenizer test_template; do ./build-asan/$t --gtest_brief=1; done
 
+# ember serve end to end (tests/server, pytest): the openai client, hostile input, load, the web page in Chromium.
+bash scripts/test-server.sh
+
 (cd build && ctest --output-on-failure -j"$(nproc)") | tee build/ctest.log
 # ctest's closing line ("100% tests passed, 0 tests failed out of N") also as a plain count:
 awk '/tests passed, .* tests failed out of/ {f=$4; n=$NF; print "ember-tests: " n-f " passed, " f " failed"}' build/ctest.log

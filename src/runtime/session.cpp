@@ -51,6 +51,11 @@ Expected<std::vector<float>> Session::decode(int32_t token) {
     return out;
 }
 
+Expected<int32_t> Session::decode_sample(int32_t token, const SamplingParams& sp) {
+    tokens_.push_back(token);
+    return model_.decode_sample(*state_, token, sp, tokens_);
+}
+
 Expected<GenerateStats> Session::generate(const std::vector<int32_t>& prompt, int64_t max_new,
                                           const SamplingParams& sp, const std::vector<int32_t>& stop_ids,
                                           const std::function<bool(int32_t)>& on_token) {
@@ -78,8 +83,7 @@ Expected<GenerateStats> Session::generate(const std::vector<int32_t>& prompt, in
         auto ts = std::chrono::steady_clock::now();
         int32_t next;
         if (device) {
-            tokens_.push_back(id);
-            EMBER_ASSIGN(next, model_.decode_sample(*state_, id, sp, tokens_));
+            EMBER_ASSIGN(next, decode_sample(id, sp));
         } else {
             EMBER_ASSIGN(logits, decode(id));
             for (int64_t j = 0; j < V; ++j)

@@ -38,6 +38,9 @@ public:
                                          int64_t batch = 512);
     // One token through the decode path (n = 1). Returns its logits [vocab].
     Expected<std::vector<float>> decode(int32_t token);
+    // One token through the decode path with the next token selected on the device (only when
+    // model().has_device_sampler()): returns that token's id; no logits reach the host.
+    Expected<int32_t> decode_sample(int32_t token, const SamplingParams& sp);
 
     // Prefill the prompt, then sample up to max_new tokens; on_token(id) is called for each new token
     // (return false to stop). Stops on any id in stop_ids.
@@ -50,6 +53,7 @@ public:
     // Host sampling even when the model has a device sampler (tests compare the two paths).
     void set_host_sampling(bool on) { host_sampling_ = on; }
 
+    const CausalLM& model() const { return model_; }
     int64_t pos() const { return state_->pos; }
     const std::vector<int32_t>& tokens() const { return tokens_; }
     void reset() { state_ = model_.new_state(); tokens_.clear(); }

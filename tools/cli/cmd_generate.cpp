@@ -18,10 +18,7 @@ void usage() {
     std::printf(
         "usage: ember generate (-m MODEL | --synthetic NAME) (-p PROMPT | --tokens IDS | --prompt-len N) [options]\n"
         "  -n N              tokens to generate (default 128)\n"
-        "  --temp T          temperature (default 0 = greedy)\n"
-        "  --top-k K --top-p P --min-p P\n"
-        "  --repeat-penalty R --presence-penalty P --frequency-penalty F\n"
-        "  --seed S          sampling seed (same seed, same tokens)\n"
+        "%s"
         "  --chat            format the prompt with the model's chat template (GGUF / tokenizer_config.json; ChatML\n"
         "                    when the model has none); --no-think disables thinking (Qwen)\n"
         "  --ignore-eos      do not stop at end-of-sequence tokens\n"
@@ -31,7 +28,7 @@ void usage() {
         "  --trace           per decode step on stderr: kernels, GPU time, wall time (also EMBER_TRACE=1)\n"
         "%s"
         "MODEL is a directory (config.json + safetensors) or a .gguf file. A model without a tokenizer (or\n"
-        "--synthetic) takes --tokens 1,2,3 or --prompt-len N and prints ids.\n", kQ8ActivationsHelp);
+        "--synthetic) takes --tokens 1,2,3 or --prompt-len N and prints ids.\n", kSamplingHelp, kQ8ActivationsHelp);
 }
 }  // namespace
 
@@ -41,15 +38,7 @@ int cmd_generate(int argc, char** argv) {
     std::string model = a.str({"-m", "--model"}), synth = a.str({"--synthetic"}), prompt = a.str({"-p", "--prompt"}),
                 toks = a.str({"--tokens"}), device = a.str({"--device"}, "auto");
     long n = a.integer({"-n", "--n-predict"}, 128), plen = a.integer({"--prompt-len"}, 0);
-    SamplingParams sp;
-    sp.temperature = static_cast<float>(a.real({"--temp", "--temperature"}, 0.0));
-    sp.top_k = static_cast<int>(a.integer({"--top-k"}, 0));
-    sp.top_p = static_cast<float>(a.real({"--top-p"}, 1.0));
-    sp.min_p = static_cast<float>(a.real({"--min-p"}, 0.0));
-    sp.repetition_penalty = static_cast<float>(a.real({"--repeat-penalty"}, 1.0));
-    sp.presence_penalty = static_cast<float>(a.real({"--presence-penalty"}, 0.0));
-    sp.frequency_penalty = static_cast<float>(a.real({"--frequency-penalty"}, 0.0));
-    sp.seed = static_cast<uint64_t>(a.integer({"--seed"}, 0));
+    const SamplingParams sp = sampling_options(a);
     bool chat = a.flag({"--chat"}), no_think = a.flag({"--no-think"}), ignore_eos = a.flag({"--ignore-eos"});
     if (a.flag({"--trace"})) setenv("EMBER_TRACE", "1", 1);
     long threads = a.integer({"--threads", "-t"}, 0);

@@ -9,4 +9,6 @@ int cmd_convert(int argc, char** argv);
 int cmd_info(int argc, char** argv);
 int cmd_bench(int argc, char** argv);
 int cmd_perplexity(int argc, char** argv);
+int cmd_serve(int argc, char** argv);
+int cmd_chat(int argc, char** argv);
 }  // namespace ember::cli

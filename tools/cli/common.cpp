@@ -9,8 +9,7 @@
 #include "args.h"
 #include "io/gguf.h"
 #include "io/json_file.h"
-#include "template/chat_template.h"
-#include "template/model_chat_templates.h"
+#include "server/chat_prompt.h"
 #include "tokenizer/gguf_tokenizer.h"
 
 #ifdef EMBER_HAVE_CUDA
@@ -37,6 +36,25 @@ const char* const kQ8ActivationsHelp =
     "  --q8-activations  GGUF: round activations to 8 bits per block before each quantized product, as\n"
     "                    llama.cpp's CPU backend does (its numerics instead of exact ones; CPU only)\n"
     "  --prefill-precision fp32|bf16  CUDA prefill GEMMs: fp32-faithful (default) or one bf16 product (faster)\n";
+
+const char* const kSamplingHelp =
+    "  --temp T          temperature (default 0 = greedy)\n"
+    "  --top-k K --top-p P --min-p P\n"
+    "  --repeat-penalty R --presence-penalty P --frequency-penalty F\n"
+    "  --seed S          sampling seed (same seed, same tokens)\n";
+
+SamplingParams sampling_options(Args& a) {
+    SamplingParams sp;
+    sp.temperature = static_cast<float>(a.real({"--temp", "--temperature"}, 0.0));
+    sp.top_k = static_cast<int>(a.integer({"--top-k"}, 0));
+    sp.top_p = static_cast<float>(a.real({"--top-p"}, 1.0));
+    sp.min_p = static_cast<float>(a.real({"--min-p"}, 0.0));
+    sp.repetition_penalty = static_cast<float>(a.real({"--repeat-penalty"}, 1.0));
+    sp.presence_penalty = static_cast<float>(a.real({"--presence-penalty"}, 0.0));
+    sp.frequency_penalty = static_cast<float>(a.real({"--frequency-penalty"}, 0.0));
+    sp.seed = static_cast<uint64_t>(a.integer({"--seed"}, 0));
+    return sp;
+}
 
 LoadOptions load_options(Args& a) {
     LoadOptions o;
@@ -92,34 +110,14 @@ Expected<std::unique_ptr<Tokenizer>> open_tokenizer(const std::string& model_pat
     return std::make_unique<Tokenizer>(std::move(t));
 }
 
-Expected<std::string> open_chat_template(const std::string& model_path) {
-    if (model_path.empty()) return std::string();
-    if (is_gguf_path(model_path)) {
-        EMBER_ASSIGN(auto f, GgufFile::open(model_path));
-        return chat_template_from_gguf(*f);
-    }
-    EMBER_ASSIGN(ModelChatTemplates t, load_model_chat_templates(model_path));
-    if (t.templates.empty()) return std::string();
-    return t.select(/*with_tools=*/false);
-}
-
 Expected<std::string> format_chat(const std::string& model_path, const Tokenizer& tok, const std::string& user,
                                   bool thinking) {
-    EMBER_ASSIGN(std::string tmpl, open_chat_template(model_path));
-    if (tmpl.empty()) return apply_chatml({{"user", user}}, true, thinking);
-    nlohmann::ordered_json extra = nlohmann::ordered_json::object();
-    if (is_gguf_path(model_path)) {  // special tokens from the GGUF vocabulary
-        if (tok.bos_id() >= 0) extra["bos_token"] = tok.token_bytes(tok.bos_id());
-        const auto eos = tok.eos_ids();
-        if (!eos.empty()) extra["eos_token"] = tok.token_bytes(eos[0]);
-    } else {
-        EMBER_ASSIGN(ModelChatTemplates t, load_model_chat_templates(model_path));
-        extra = t.special_tokens;
-    }
-    if (!thinking) extra["enable_thinking"] = false;
+    EMBER_ASSIGN(server::ChatFormatter f, server::ChatFormatter::load(model_path, tok));
+    nlohmann::ordered_json kwargs = nlohmann::ordered_json::object();
+    if (!thinking) kwargs["enable_thinking"] = false;
     nlohmann::ordered_json messages = nlohmann::ordered_json::array();
     messages.push_back({{"role", "user"}, {"content", user}});
-    return apply_chat_template(tmpl, messages, /*add_generation_prompt=*/true, extra);
+    return f.render(messages, /*add_generation_prompt=*/true, kwargs);
 }
 
 Expected<std::vector<int32_t>> parse_token_list(const std::string& s) {

@@ -18,17 +18,18 @@ int fail(const char* cmd, const std::string& msg);
 Expected<std::unique_ptr<CausalLM>> open_model(const std::string& path, const std::string& synthetic,
                                                const std::string& device = "auto", int64_t context = 4096,
                                                const LoadOptions& load = {});
+// The sampling options of generate and chat (--temp, --top-k, --top-p, --min-p, --repeat-penalty,
+// --presence-penalty, --frequency-penalty, --seed), and their help lines.
+SamplingParams sampling_options(class Args& a);
+extern const char* const kSamplingHelp;
 // The --q8-activations option of the commands that load a model, and its help line.
 LoadOptions load_options(class Args& a);
 extern const char* const kQ8ActivationsHelp;
 // The tokenizer of a model path: tokenizer.json of a directory, or a .gguf file's metadata; nullptr when the
 // model has none (a directory without tokenizer.json, or a synthetic model: path "").
 Expected<std::unique_ptr<Tokenizer>> open_tokenizer(const std::string& model_path);
-// The chat template of a model path (a .gguf file's tokenizer.chat_template, or tokenizer_config.json's
-// chat_template / chat_template.jinja in a directory); "" when there is none.
-Expected<std::string> open_chat_template(const std::string& model_path);
 bool is_gguf_path(const std::string& path);
-// One user message formatted with the model's chat template (open_chat_template), add_generation_prompt on;
+// One user message formatted with the model's chat template (server::ChatFormatter), add_generation_prompt on;
 // ChatML when the model has no template. thinking=false sets enable_thinking=false (Qwen templates).
 Expected<std::string> format_chat(const std::string& model_path, const Tokenizer& tok, const std::string& user,
                                   bool thinking);

@@ -18,6 +18,8 @@ const Command kCommands[] = {
     {"info", ember::cli::cmd_info, "describe a model: architecture, sizes, quantization, memory"},
     {"perplexity", ember::cli::cmd_perplexity, "llama.cpp-compatible perplexity of a text file"},
     {"bench", ember::cli::cmd_bench, "prefill / decode throughput vs the memory-bandwidth floor"},
+    {"serve", ember::cli::cmd_serve, "OpenAI-compatible HTTP server with a web chat page"},
+    {"chat", ember::cli::cmd_chat, "interactive chat in the terminal"},
 };
 
 void usage() {

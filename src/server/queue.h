@@ -1,0 +1,109 @@
+// queue.h: the engine queue — the only place in the server with threads, mutexes and condition variables.
+//
+// One worker thread owns the model. Requests are submitted as jobs (prompt ids, sampling, limits); at most
+// max_seqs of them are active at once, each a Session, and the worker advances them round-robin, one step each:
+// a prefill chunk or one decode token. So up to max_seqs replies stream at the same time; later jobs wait in a
+// FIFO of at most max_queued (beyond it submit() refuses: the server answers 503 + Retry-After). A job's
+// consumer reads its tokens with Job::wait() and may cancel() it at any time; the worker checks between steps and
+// frees the slot at the next one. This interface (submit → stream of token updates; cancel) is what the batched
+// engine (issue 14) will implement instead: only queue.cpp changes.
+#pragma once
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "models/model.h"
+#include "ops/sampling/sampling.h"
+#include "server/metrics.h"
+
+namespace ember::server {
+
+struct JobSpec {
+    std::vector<int32_t> prompt;   // token ids, each in [0, vocab)
+    int64_t max_tokens = 16;       // ≥ 1
+    SamplingParams sampling;
+    std::vector<int32_t> stop_ids;  // end-of-sequence ids: generation stops there (the id is not emitted)
+    int top_logprobs = -1;          // −1: none (device sampling allowed); ≥ 0: logprobs from the host logits
+};
+
+struct GeneratedToken {
+    int32_t id = 0;
+    float logprob = 0;                            // when JobSpec::top_logprobs ≥ 0
+    std::vector<std::pair<int32_t, float>> top;   // the top_logprobs most likely (id, logprob), most likely first
+};
+
+enum class JobEnd { RUNNING, EOS, LENGTH, CANCELLED, FAILED };
+
+struct JobUpdate {
+    std::vector<GeneratedToken> tokens;  // new since the last wait()
+    JobEnd end = JobEnd::RUNNING;        // set once the job is over (after its last tokens)
+    std::string error;                   // FAILED: why
+};
+
+class Job {
+public:
+    // Waits until there are new tokens or the job has ended, at most `timeout`; moves them into `out` (replacing
+    // its tokens). Returns false on a timeout with nothing new.
+    bool wait(JobUpdate& out, std::chrono::milliseconds timeout);
+    void cancel();  // the worker stops this job at its next step (or drops it from the queue)
+    bool cancelled() const;
+
+private:
+    friend class EngineQueue;
+    void publish(const GeneratedToken* t, JobEnd end, std::string error = "");
+
+    mutable std::mutex mu_;
+    std::condition_variable cv_;
+    std::vector<GeneratedToken> pending_;
+    JobEnd end_ = JobEnd::RUNNING;
+    std::string error_;
+    bool cancelled_ = false;
+    std::chrono::steady_clock::time_point submitted_;
+};
+
+struct QueueOptions {
+    int max_seqs = 4;             // sequences advanced together
+    int max_queued = 64;          // jobs waiting beyond those
+    int64_t prefill_chunk = 256;  // prompt tokens per prefill step (long prompts do not stall the others)
+};
+
+class EngineQueue {
+public:
+    EngineQueue(const CausalLM& model, const QueueOptions& opt, Metrics& metrics);
+    ~EngineQueue();  // cancels what is left and joins the worker
+
+    enum class Refusal { NONE, FULL, CLOSED };
+    // The job, or nullptr with *why set (FULL: max_queued jobs already wait; CLOSED: shutting down).
+    std::shared_ptr<Job> submit(JobSpec spec, Refusal* why);
+    // Stop accepting; let active and queued jobs finish for up to `grace`, then cancel the rest; join the worker.
+    void shutdown(std::chrono::milliseconds grace);
+    int active() const;
+    int queued() const;
+
+private:
+    struct Seq;
+    void run();                 // the worker
+    bool step(Seq& s);          // one step, timed; true when the job is over
+    bool advance(Seq& s);       // the step itself
+    bool emit(Seq& s, const float* logits, int32_t id);
+
+    const CausalLM& model_;
+    QueueOptions opt_;
+    Metrics& metrics_;
+    mutable std::mutex mu_;
+    std::condition_variable cv_;      // work arrived / shutdown
+    std::condition_variable idle_cv_; // the worker went idle
+    std::deque<std::pair<std::shared_ptr<Job>, JobSpec>> waiting_;
+    std::vector<std::shared_ptr<Job>> running_;  // jobs the worker holds (for shutdown's cancel)
+    bool closed_ = false, stop_ = false;
+    int active_ = 0;
+    std::thread worker_;
+};
+
+}  // namespace ember::server

@@ -1,0 +1,234 @@
+// EngineQueue on a small deterministic model: token streams, limits, stop ids, logprobs, cancellation freeing the
+// slot, the queue bound, interleaved sequences equal to solo runs, shutdown.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <thread>
+
+#include "server/logprobs.h"
+#include "server/queue.h"
+
+namespace ember::server {
+namespace {
+
+// Logits of position t: a fixed function of the token there (next = 3·tok + 1 mod V is the greedy choice), so a
+// sequence's greedy continuation is known in closed form. Each forward sleeps `delay` to let tests act mid-run.
+class ToyLM : public CausalLM {
+public:
+    explicit ToyLM(std::chrono::milliseconds delay = std::chrono::milliseconds(0)) : delay_(delay) {
+        info_.vocab_size = 37;
+        info_.kv_bytes_per_token = 100;
+        info_.state_bytes = 1000;
+    }
+    const ModelInfo& info() const override { return info_; }
+    std::unique_ptr<ModelState> new_state() const override { return std::make_unique<ModelState>(); }
+    Status forward(ModelState& s, const int32_t* tokens, int64_t n, float* logits, bool all) const override {
+        if (delay_.count()) std::this_thread::sleep_for(delay_);
+        const int64_t V = info_.vocab_size;
+        for (int64_t r = all ? 0 : n - 1; r < n; ++r) {
+            float* row = logits + (all ? r : 0) * V;
+            for (int64_t v = 0; v < V; ++v) row[v] = std::sin(float(v * 7 + tokens[r]));  // a spread of values
+            row[next(tokens[r])] = 5.f;
+        }
+        s.pos += n;
+        return Status::ok();
+    }
+    static int32_t next(int32_t t) { return (3 * t + 1) % 37; }
+
+private:
+    ModelInfo info_;
+    std::chrono::milliseconds delay_;
+};
+
+// A toy model, its metrics and a queue on them.
+struct Rig {
+    explicit Rig(QueueOptions o = {}, std::chrono::milliseconds delay = std::chrono::milliseconds(0))
+        : lm(delay), q(lm, o, m) {}
+    std::shared_ptr<Job> submit(JobSpec s) {
+        EngineQueue::Refusal why;
+        return q.submit(std::move(s), &why);
+    }
+    ToyLM lm;
+    Metrics m;
+    EngineQueue q;
+};
+
+JobSpec greedy(std::vector<int32_t> prompt, int64_t max_tokens) {
+    JobSpec j;
+    j.prompt = std::move(prompt);
+    j.max_tokens = max_tokens;
+    j.sampling.temperature = 0;
+    return j;
+}
+
+// Reads a job to its end.
+std::vector<int32_t> drain(Job& job, JobEnd* end = nullptr, std::vector<GeneratedToken>* all = nullptr) {
+    std::vector<int32_t> ids;
+    JobUpdate u;
+    for (;;) {
+        if (!job.wait(u, std::chrono::milliseconds(5000))) ADD_FAILURE() << "job timed out";
+        for (const auto& t : u.tokens) {
+            ids.push_back(t.id);
+            if (all) all->push_back(t);
+        }
+        if (u.end != JobEnd::RUNNING) {
+            if (end) *end = u.end;
+            return ids;
+        }
+    }
+}
+
+std::vector<int32_t> expected(int32_t last, int n) {
+    std::vector<int32_t> out;
+    for (int i = 0; i < n; ++i) out.push_back(last = ToyLM::next(last));
+    return out;
+}
+
+TEST(EngineQueue, GreedyStreamAndLength) {
+    Rig r;
+    auto job = r.submit(greedy({1, 2, 5}, 6));
+    ASSERT_TRUE(job);
+    JobEnd end;
+    EXPECT_EQ(drain(*job, &end), expected(5, 6));
+    EXPECT_EQ(end, JobEnd::LENGTH);
+    EXPECT_EQ(r.m.generation_tokens.load(), 6u);
+    EXPECT_EQ(r.m.prompt_tokens.load(), 3u);
+}
+
+TEST(EngineQueue, StopIdEndsWithoutEmittingIt) {
+    Rig r;
+    JobSpec s = greedy({5}, 50);
+    const auto seq = expected(5, 10);
+    s.stop_ids = {seq[3]};
+    auto job = r.submit(s);
+    JobEnd end;
+    EXPECT_EQ(drain(*job, &end), std::vector<int32_t>(seq.begin(), seq.begin() + 3));
+    EXPECT_EQ(end, JobEnd::EOS);
+}
+
+TEST(EngineQueue, LogprobsAreTheLogSoftmax) {
+    Rig r;
+    JobSpec s = greedy({4}, 3);
+    s.top_logprobs = 4;
+    auto job = r.submit(s);
+    std::vector<GeneratedToken> toks;
+    drain(*job, nullptr, &toks);
+    ASSERT_EQ(toks.size(), 3u);
+    int32_t prev = 4;
+    for (const auto& t : toks) {
+        std::vector<float> row(37);
+        ModelState st;
+        ASSERT_TRUE(r.lm.forward(st, &prev, 1, row.data(), false).is_ok());
+        double z = 0;
+        for (float l : row) z += std::exp(double(l));
+        EXPECT_NEAR(t.logprob, row[t.id] - std::log(z), 1e-5);
+        ASSERT_EQ(t.top.size(), 4u);
+        EXPECT_EQ(t.top[0].first, t.id);  // greedy: the top entry is the token itself
+        for (size_t k = 1; k < t.top.size(); ++k) EXPECT_LE(t.top[k].second, t.top[k - 1].second);
+        prev = t.id;
+    }
+}
+
+TEST(Logprobs, TopKMatchesAFullSort) {
+    std::vector<float> l = {0.5f, 2.f, 2.f, -1.f, 3.f, 0.5f};
+    auto [lp, top] = token_logprobs(l.data(), 6, 3, 4);
+    double z = 0;
+    for (float x : l) z += std::exp(double(x));
+    EXPECT_NEAR(lp, -1.0 - std::log(z), 1e-6);
+    ASSERT_EQ(top.size(), 4u);
+    EXPECT_EQ(top[0].first, 4);
+    EXPECT_EQ(top[1].first, 1);  // ties → lower id first
+    EXPECT_EQ(top[2].first, 2);
+    EXPECT_EQ(top[3].first, 0);
+}
+
+TEST(EngineQueue, InterleavedSequencesEqualSoloRuns) {
+    ToyLM lm;
+    Metrics m;
+    QueueOptions o;
+    o.max_seqs = 3;
+    o.prefill_chunk = 2;
+    EngineQueue q(lm, o, m);
+    std::vector<std::shared_ptr<Job>> jobs;
+    EngineQueue::Refusal why;
+    for (int i = 0; i < 8; ++i) jobs.push_back(q.submit(greedy({int32_t(i), int32_t(i + 1), int32_t(i + 2)}, 5 + i), &why));
+    for (int i = 0; i < 8; ++i) EXPECT_EQ(drain(*jobs[i]), expected(i + 2, 5 + i)) << i;
+}
+
+TEST(EngineQueue, CancelFreesTheSlot) {
+    ToyLM lm(std::chrono::milliseconds(5));
+    Metrics m;
+    QueueOptions o;
+    o.max_seqs = 1;
+    EngineQueue q(lm, o, m);
+    EngineQueue::Refusal why;
+    auto a = q.submit(greedy({1}, 100000), &why);
+    auto b = q.submit(greedy({2}, 3), &why);
+    JobUpdate u;
+    ASSERT_TRUE(a->wait(u, std::chrono::milliseconds(5000)));
+    EXPECT_EQ(q.active(), 1);
+    a->cancel();
+    JobEnd end;
+    drain(*a, &end);
+    EXPECT_EQ(end, JobEnd::CANCELLED);
+    EXPECT_EQ(drain(*b), expected(2, 3));  // b got the slot
+    EXPECT_EQ(m.cancelled.load(), 1u);
+    for (int i = 0; i < 100 && q.active() != 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    EXPECT_EQ(q.active(), 0);
+    EXPECT_EQ(m.active_seqs.load(), 0);
+}
+
+TEST(EngineQueue, RefusesBeyondTheBoundAndAfterShutdown) {
+    ToyLM lm(std::chrono::milliseconds(20));
+    Metrics m;
+    QueueOptions o;
+    o.max_seqs = 1;
+    o.max_queued = 2;
+    EngineQueue q(lm, o, m);
+    EngineQueue::Refusal why;
+    std::vector<std::shared_ptr<Job>> ok;
+    for (int i = 0; i < 3; ++i) {
+        ok.push_back(q.submit(greedy({1}, 1000), &why));
+        ASSERT_TRUE(ok.back());
+    }
+    EXPECT_FALSE(q.submit(greedy({1}, 1), &why));
+    EXPECT_EQ(why, EngineQueue::Refusal::FULL);
+    EXPECT_EQ(m.rejected_full.load(), 1u);
+    ok[2]->cancel();  // a waiting job whose client left frees its place
+    EXPECT_TRUE(q.submit(greedy({1}, 1), &why));
+    q.shutdown(std::chrono::milliseconds(50));  // grace shorter than the jobs: they are cancelled
+    JobEnd end;
+    drain(*ok[0], &end);
+    EXPECT_EQ(end, JobEnd::CANCELLED);
+    drain(*ok[1], &end);
+    EXPECT_EQ(end, JobEnd::CANCELLED);
+    EXPECT_FALSE(q.submit(greedy({1}, 1), &why));
+    EXPECT_EQ(why, EngineQueue::Refusal::CLOSED);
+}
+
+TEST(EngineQueue, ShutdownLetsShortJobsFinish) {
+    Rig r({}, std::chrono::milliseconds(2));
+    auto a = r.submit(greedy({3}, 10));
+    r.q.shutdown(std::chrono::milliseconds(10000));
+    JobEnd end;
+    EXPECT_EQ(drain(*a, &end), expected(3, 10));
+    EXPECT_EQ(end, JobEnd::LENGTH);
+}
+
+TEST(Metrics, PrometheusText) {
+    Metrics m;
+    m.ttft.observe(0.003);
+    m.ttft.observe(0.2);
+    m.ttft.observe(100);
+    m.count_request(Endpoint::CHAT, 200);
+    m.count_request(Endpoint::CHAT, 404);
+    const std::string t = m.prometheus();
+    EXPECT_NE(t.find("ember_time_to_first_token_seconds_bucket{le=\"0.005\"} 1\n"), std::string::npos);
+    EXPECT_NE(t.find("ember_time_to_first_token_seconds_bucket{le=\"0.25\"} 2\n"), std::string::npos);
+    EXPECT_NE(t.find("ember_time_to_first_token_seconds_bucket{le=\"+Inf\"} 3\n"), std::string::npos);
+    EXPECT_NE(t.find("ember_time_to_first_token_seconds_count 3\n"), std::string::npos);
+    EXPECT_NE(t.find("ember_requests_total{endpoint=\"chat_completions\",status=\"4xx\"} 1\n"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace ember::server
