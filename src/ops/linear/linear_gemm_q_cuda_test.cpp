@@ -1,0 +1,166 @@
+// Tests of the tensor-core affine GEMM (linear_gemm_q.h) against the fp64 reference (linear_ref) on random
+// weights: every block tile forced, K splits, 4/8-bit, groups 32/64/128, bf16/f16/f32 scales, ragged rows,
+// tokens and columns (K % 64 == 32), NaN-poisoned outputs with a guard; both precisions; determinism; the
+// dispatch of linear() for n > 8; graph capture. Skips without a GPU.
+//
+// Budgets (per output, A = Σ|s·q|·|x| + |b|·|x| over the row, see linear_cuda_test_util.h): the default
+// precision has the GEMV's error (x' = hi + lo, |x − x'| ≤ 2⁻¹⁶|x|; exact code products; fp32 sums):
+// 2e-5·A + 1e-6 (2⁻¹⁶ ≈ 1.5e-5 plus fp32 accumulation over ≤ 2,112 terms). BF16 precision rounds x once
+// (|x − x̂| ≤ 2⁻⁹|x|): 2.5e-3·A + 1e-6 — and must be measurably worse than the default (it is not the same path).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <tuple>
+#include <vector>
+
+#include "ops/linear/linear_cuda_test_util.h"
+#include "ops/linear/linear_gemm_q.h"
+
+namespace ember::cuda {
+namespace {
+
+using namespace lintest;
+
+double budget_for(GemmPrecision p, const Case& c, size_t i) {
+    return (p == GemmPrecision::FP32 ? 2e-5 : 2.5e-3) * c.A[i] + 1e-6;
+}
+
+void run_gemm(const Case& c, int64_t n, float* y, GemmPrecision p, const GemmPlan& plan, cudaStream_t st = nullptr) {
+    const size_t b = gemm_q_workspace_bytes(c.dw, n, plan);
+    DeviceBuffer ws = dalloc(b);
+    gemm_q(c.dw, c.d_x.as<float>(), n, y, st, ws.get(), b, p, plan);
+}
+
+void check_gemm(const Case& c, int64_t n, GemmPrecision p, const GemmPlan& plan, const char* what) {
+    SCOPED_TRACE(testing::Message() << fmt_name(c.f) << " rows=" << c.rows << " cols=" << c.cols << " n=" << n
+                                    << " cfg=" << plan.config << " split=" << plan.split << " "
+                                    << (p == GemmPrecision::FP32 ? "fp32" : "bf16") << " " << what);
+    check_poisoned(size_t(n * c.rows), c.rows, c.ref, [&](size_t i) { return budget_for(p, c, i); },
+                   [&](float* y) { run_gemm(c, n, y, p, plan); });
+}
+
+std::vector<Fmt> gemm_formats() {
+    std::vector<Fmt> v;
+    for (int bits : {4, 8})
+        for (int gs : {32, 64, 128})
+            for (DType t : {DType::BF16, DType::F16, DType::F32}) v.push_back({true, t, bits, gs});
+    return v;
+}
+
+// Every block tile, on ragged shapes: rows not a multiple of any tile, tokens not a multiple of 8 or the tile,
+// columns of one group, several groups, and (group 32) K % 64 == 32.
+TEST(GemmQCuda, EveryTileMatchesReference) {
+    SKIP_WITHOUT_GPU();
+    uint32_t seed = 5000;
+    for (const Fmt& f : gemm_formats()) {
+        const std::vector<int64_t> cols = {f.gs, 3 * f.gs, 1024 + f.gs};
+        for (int64_t K : cols) {
+            auto c = make_case(f, 300, K, 133, seed++);
+            for (int cfg = 0; cfg < gemm_q_configs(); ++cfg)
+                for (int64_t n : {int64_t(9), int64_t(133)}) check_gemm(*c, n, GemmPrecision::FP32, {cfg, 1}, "tile");
+        }
+    }
+}
+
+// K splits (forced, incl. more slices than groups allow: clamped), group 128 (two stages per group) included.
+TEST(GemmQCuda, KSplitsMatchReference) {
+    SKIP_WITHOUT_GPU();
+    uint32_t seed = 5200;
+    for (const Fmt& f : {Fmt{true, DType::BF16, 4, 64}, Fmt{true, DType::BF16, 4, 128}, Fmt{true, DType::F16, 4, 32},
+                         Fmt{true, DType::F32, 8, 32}, Fmt{true, DType::BF16, 8, 128}}) {
+        auto c = make_case(f, 520, 2048 + f.gs, 70, seed++);
+        for (int split : {2, 3, 8, 100})
+            for (int cfg : {0, 3}) check_gemm(*c, 70, GemmPrecision::FP32, {cfg, split}, "split");
+    }
+}
+
+// One row, one token tile edge, tiny shapes, and the rule's own choice over a range of n.
+TEST(GemmQCuda, RuleChoiceAndEdgeShapes) {
+    SKIP_WITHOUT_GPU();
+    uint32_t seed = 5300;
+    for (const auto& [rows, cols, n] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{
+             {1, 64, 9}, {17, 32, 200}, {16, 2048, 512}, {2048, 2048, 40}, {1000, 576, 17}, {6144, 256, 64}}) {
+        auto c = make_case({true, DType::BF16, 4, 32}, rows, cols, n, seed++);
+        for (int64_t m : {int64_t(9), n}) {
+            if (m > n) continue;
+            char buf[96];
+            check_gemm(*c, m, GemmPrecision::FP32, {}, gemm_q_describe(c->dw, m, buf, sizeof buf));
+        }
+    }
+}
+
+// BF16 precision: within its own budget, and measurably less accurate than the default (a different product).
+TEST(GemmQCuda, Bf16PrecisionWithinItsBudget) {
+    SKIP_WITHOUT_GPU();
+    auto c = make_case({true, DType::BF16, 4, 64}, 384, 2048, 96, 5400);
+    check_gemm(*c, 96, GemmPrecision::BF16, {}, "bf16");
+    auto err = [&](GemmPrecision p) {
+        DeviceBuffer dy = dalloc(size_t(96 * 384) * 4);
+        run_gemm(*c, 96, dy.as<float>(), p, {});
+        CUDA_CHECK(cudaDeviceSynchronize());
+        std::vector<float> y(size_t(96 * 384));
+        copy_to_host(y.data(), dy.get(), y.size() * 4);
+        double e = 0, r = 0;
+        for (size_t i = 0; i < y.size(); ++i) e += (y[i] - c->ref[i]) * double(y[i] - c->ref[i]), r += c->ref[i] * double(c->ref[i]);
+        return std::sqrt(e / r);
+    };
+    const double e32 = err(GemmPrecision::FP32), e16 = err(GemmPrecision::BF16);
+    std::printf("rel. L2 error vs fp64: default %.3g, bf16 %.3g\n", e32, e16);
+    EXPECT_LT(e32, 1e-5);
+    EXPECT_GT(e16, 10 * e32);
+    EXPECT_LT(e16, 1e-2);
+}
+
+// Same inputs → the same bits (two runs, and a CUDA graph replay).
+TEST(GemmQCuda, DeterministicAndCapturable) {
+    SKIP_WITHOUT_GPU();
+    auto c = make_case({true, DType::BF16, 4, 64}, 1000, 4096, 300, 5500);
+    const size_t ny = size_t(300 * 1000);
+    auto once = [&](bool graph) {
+        DeviceBuffer dy = dalloc(ny * 4);
+        const GemmPlan plan{0, 3};
+        const size_t b = gemm_q_workspace_bytes(c->dw, 300, plan);
+        DeviceBuffer ws = dalloc(b);
+        cudaStream_t st;
+        CUDA_CHECK(cudaStreamCreate(&st));
+        if (graph) {
+            cudaGraph_t g;
+            cudaGraphExec_t ge;
+            CUDA_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+            gemm_q(c->dw, c->d_x.as<float>(), 300, dy.as<float>(), st, ws.get(), b, GemmPrecision::FP32, plan);
+            CUDA_CHECK(cudaStreamEndCapture(st, &g));
+            CUDA_CHECK(cudaGraphInstantiate(&ge, g, 0));
+            CUDA_CHECK(cudaGraphLaunch(ge, st));
+            CUDA_CHECK(cudaStreamSynchronize(st));
+            CUDA_CHECK(cudaGraphExecDestroy(ge));
+            CUDA_CHECK(cudaGraphDestroy(g));
+        } else {
+            gemm_q(c->dw, c->d_x.as<float>(), 300, dy.as<float>(), st, ws.get(), b, GemmPrecision::FP32, plan);
+            CUDA_CHECK(cudaStreamSynchronize(st));
+        }
+        CUDA_CHECK(cudaStreamDestroy(st));
+        std::vector<float> y(ny);
+        copy_to_host(y.data(), dy.get(), ny * 4);
+        return y;
+    };
+    const auto a = once(false), b = once(false), g = once(true);
+    EXPECT_EQ(0, std::memcmp(a.data(), b.data(), ny * 4));
+    EXPECT_EQ(0, std::memcmp(a.data(), g.data(), ny * 4));
+}
+
+// linear() takes the GEMM for n > 8 when the workspace allows it (the models' path), and its output matches.
+TEST(GemmQCuda, LinearDispatchesAboveEightRows) {
+    SKIP_WITHOUT_GPU();
+    auto c = make_case({true, DType::BF16, 4, 64}, 700, 1024, 64, 5600);
+    for (int64_t n : {int64_t(9), int64_t(64)}) {
+        EXPECT_GE(linear_workspace_bytes(c->dw, n), gemm_q_workspace_bytes(c->dw, n));
+        check(*c, n, Path::GEMV, "linear", [&](float* y) { run_linear(*c, n, y); });
+    }
+    // A workspace sized for 64 rows serves every smaller n (monotone sizes).
+    for (int64_t n = 9; n < 64; n += 7) EXPECT_LE(gemm_q_workspace_bytes(c->dw, n), gemm_q_workspace_bytes(c->dw, 64));
+}
+
+}  // namespace
+}  // namespace ember::cuda
