@@ -1,0 +1,281 @@
+// GPU tests of the tensor-core prefill attention (attention_prefill.h) through gated_attention_core, against the
+// fp64 CPU references composed as layers/gated_attention.cpp does (attention_cuda_test_util.h): ragged token
+// counts around the tile and split edges, at pos0 = 0 and after an earlier prefill, head dims 64/128/256, GQA
+// ratios 1/4/8, both product precisions, T up to 8192, CUDA-graph replay; and the timing table (DISABLED_).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <set>
+#include <vector>
+
+#include "ops/attention/attention_cuda_test_util.h"
+#include "ops/attention/attention_prefill.h"
+
+namespace ember::cuda {
+namespace {
+
+using namespace attntest;
+
+// Tokens checked against the reference: all of them up to 160, else the edges (first/last, query-tile and
+// 64-token boundaries, the middle) and 40 random ones.
+std::vector<int64_t> check_rows(int64_t n, uint64_t seed) {
+    std::vector<int64_t> rows;
+    if (n <= 160) {
+        for (int64_t t = 0; t < n; ++t) rows.push_back(t);
+        return rows;
+    }
+    std::set<int64_t> s = {0, 1, 2, 7, 8, 15, 16, 63, 64, 65, 127, 128, n / 2, n - 65, n - 64, n - 2, n - 1};
+    std::mt19937_64 g(seed);
+    while (s.size() < 57) s.insert(int64_t(g() % uint64_t(n)));
+    for (int64_t t : s)
+        if (t >= 0 && t < n) rows.push_back(t);
+    return rows;
+}
+
+// The error budgets, from the product precision (attention_prefill.h):
+//  - fp32-faithful: every product q·k and p·v carries ≤ 3·2⁻¹⁶ relative error (rms ≈ 2⁻¹⁷), summed in fp32.
+//    A score s = Σ_c q_c k_c of these inputs (|q_c|, |k_c| ≲ 2, d^-½ scaled) is off by ≲ 2⁻¹⁷·√d·d^-½·4 ≈ 3e-5
+//    absolute (rms), so each softmax weight by that relatively, and the output (a convex mix of values of rms
+//    ~1) by ≲ 3e-5·rms, the value sums adding the same again: the default element bound 1e-4·rms + 1e-4·|x|
+//    and NMSE 1e-9 (rms error 3e-5) hold with a ~3× margin, the same budget as the fp32 decode kernel.
+//  - bf16: one product, 2⁻⁹ relative rms per factor: 128× the above → NMSE ≤ 1e-9·128² ≈ 2e-5, elements
+//    1.3e-2·(rms + |x|).
+Budget budget(bool bf16) { return bf16 ? Budget{1.3e-2, 1.3e-2, 2e-5} : Budget{}; }
+
+// n tokens at pos0 on (H, G, D); caches of pos0 + n + 37 rows (the split count depends on the capacity).
+ErrStats prefill_case(int64_t H, int64_t G, int64_t D, int64_t pos0, int64_t n, bool bf16, uint64_t seed) {
+    GatedAttentionDims d = make_dims(H, G, D, D == 256 ? 64 : D / 2, pos0 + n + 37);
+    d.prefill_bf16 = bf16;
+    Gpu gpu(d, n);
+    std::vector<float> Kh, Vh;
+    make_host_cache(d, pos0, seed, Kh, Vh);
+    return check_call(gpu, Kh, Vh, pos0, n, seed + 1, check_rows(n, seed), budget(bf16));
+}
+
+struct Worst {
+    double nmse = 0, max_rel = 0;
+    void add(const ErrStats& s) {
+        nmse = std::max(nmse, s.nmse);
+        max_rel = std::max(max_rel, s.max_rel_rms);
+    }
+};
+
+TEST(AttentionPrefillCuda, MatchesReference) {
+    SKIP_WITHOUT_GPU();
+    uint64_t seed = 9000;
+    for (int64_t D : {64, 128, 256})
+        for (int64_t R : {1, 4, 8}) {
+            Worst w;
+            for (int64_t pos0 : {0, 1000})
+                for (int64_t n : {2, 63, 64, 65, 129, 600, 2049}) w.add(prefill_case(2 * R, 2, D, pos0, n, false, seed += 10));
+            std::printf("prefill fp32 D=%3lld H=%2lld G=2: worst NMSE %.2e  max|e|/rms %.2e (n 2..2049, pos0 0/1000)\n",
+                        (long long)D, (long long)(2 * R), w.nmse, w.max_rel);
+        }
+}
+
+// Other head dims, GQA ratios that leave padding rows in a tile (3, 6, 18 heads per kv head), and Qwen3.5's
+// shapes (8/2, 16/4, 24/4 heads at d = 256).
+TEST(AttentionPrefillCuda, OddShapes) {
+    SKIP_WITHOUT_GPU();
+    const int64_t cfgs[][3] = {{3, 1, 16}, {6, 2, 32}, {6, 1, 96}, {18, 1, 64}, {12, 2, 128}, {8, 2, 256}, {16, 4, 256},
+                               {24, 4, 256}};
+    uint64_t seed = 9500;
+    for (const auto& c : cfgs) {
+        Worst w;
+        for (int64_t pos0 : {0, 77})
+            for (int64_t n : {5, 100, 333}) w.add(prefill_case(c[0], c[1], c[2], pos0, n, false, seed += 10));
+        std::printf("prefill fp32 D=%3lld H=%2lld G=%lld: worst NMSE %.2e  max|e|/rms %.2e\n", (long long)c[2],
+                    (long long)c[0], (long long)c[1], w.nmse, w.max_rel);
+    }
+}
+
+// bf16 mode: the same cases at a budget 128× looser; the measured error is printed.
+TEST(AttentionPrefillCuda, Bf16MatchesReferenceLoosely) {
+    SKIP_WITHOUT_GPU();
+    uint64_t seed = 9700;
+    for (int64_t D : {64, 128, 256}) {
+        Worst w;
+        for (int64_t pos0 : {0, 1000})
+            for (int64_t n : {2, 65, 600, 2049}) w.add(prefill_case(8, 2, D, pos0, n, true, seed += 10));
+        std::printf("prefill bf16 D=%3lld H=8 G=2: worst NMSE %.2e  max|e|/rms %.2e\n", (long long)D, w.nmse,
+                    w.max_rel);
+    }
+}
+
+// Long contexts (keys up to T = 8192) on the Qwen3.5-2B shape, both precisions: one prefill of 8192 tokens, and
+// 512 tokens after 7680 cached ones; the rel. L2 error of the checked rows is printed.
+TEST(AttentionPrefillCuda, LongContextError) {
+    SKIP_WITHOUT_GPU();
+    uint64_t seed = 9900;
+    for (bool bf16 : {false, true})
+        for (const auto& pn : {std::pair<int64_t, int64_t>{0, 8192}, std::pair<int64_t, int64_t>{7680, 512}}) {
+            const ErrStats s = prefill_case(8, 2, 256, pn.first, pn.second, bf16, seed += 10);
+            std::printf("prefill %s H=8 G=2 D=256 pos0=%lld n=%lld (T ≤ 8192): rel. L2 %.2e  max|e|/rms %.2e\n",
+                        bf16 ? "bf16" : "fp32", (long long)pn.first, (long long)pn.second, std::sqrt(s.nmse),
+                        s.max_rel_rms);
+        }
+}
+
+// A captured prefill replayed with new inputs and positions gives the eager bits and the reference.
+TEST(AttentionPrefillCuda, GraphReplayWithNewPosition) {
+    SKIP_WITHOUT_GPU();
+    const int64_t n = 150;
+    const GatedAttentionDims d = make_dims(8, 2, 256, 64, 3000);
+    Gpu gpu(d, n);
+    std::vector<float> Kh, Vh;
+    make_host_cache(d, 2800, 31, Kh, Vh);
+    cudaStream_t s;
+    CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    gpu.stage(make_inputs(d, n, 1), Kh, Vh, 5, 5);
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+    gpu.call(n, s);
+    CUDA_CHECK(cudaStreamEndCapture(s, &graph));
+    CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+    uint64_t seed = 9950;
+    for (int64_t pos0 : {0, 700, 2500, 40}) {
+        SCOPED_TRACE(testing::Message() << "replay at pos0=" << pos0);
+        const Inputs in = make_inputs(d, n, seed += 10);
+        gpu.stage(in, Kh, Vh, pos0, pos0);
+        CUDA_CHECK(cudaGraphLaunch(exec, s));
+        CUDA_CHECK(cudaStreamSynchronize(s));
+        const std::vector<float> replay = gpu.result(n);
+        std::vector<float> Kc = Kh, Vc = Vh;
+        const std::vector<int64_t> rows = check_rows(n, seed);
+        expect_close(replay, cpu_attention(d, in, Kc, Vc, pos0, n, nullptr, true, rows), "graph out", rows,
+                     size_t(d.n_heads * d.head_dim));
+        gpu.stage(in, Kh, Vh, pos0, pos0);
+        gpu.call(n, s);
+        CUDA_CHECK(cudaStreamSynchronize(s));
+        EXPECT_EQ(std::memcmp(replay.data(), gpu.result(n).data(), replay.size() * 4), 0) << "graph != eager";
+    }
+    CUDA_CHECK(cudaGraphExecDestroy(exec));
+    CUDA_CHECK(cudaGraphDestroy(graph));
+    CUDA_CHECK(cudaStreamDestroy(s));
+}
+
+// The workspace covers every n ≤ max_tokens (the split partials are not monotone in n).
+TEST(AttentionPrefillCuda, WorkspaceCoversEveryTokenCount) {
+    const GatedAttentionDims d = make_dims(24, 4, 256, 64, 40000);
+    const size_t ws = gated_attention_workspace_bytes(d, 600);
+    for (int64_t n = 1; n <= 600; ++n) EXPECT_GE(ws, gated_attention_workspace_bytes(d, n)) << n;
+    for (int64_t n : {2, 100, 513, 8192}) {
+        const detail::PrefillPlan p = detail::prefill_plan(d, n);
+        EXPECT_EQ(p.heads * p.tokens, 60) << n;  // 6 heads per kv head: 10 tokens of 6 rows, 4 padding rows
+        EXPECT_GE(p.splits, 1);
+        EXPECT_LE(p.splits, 16);
+    }
+}
+
+// ---- timing (information only) -------------------------------------------------------------------------------
+
+// Median µs of one fn() over a CUDA graph of `per` calls (5 replays after a warm-up; one eager call first, so
+// that one-time host set-up such as the shared-memory opt-in happens outside the capture).
+template <class F>
+double graph_us(cudaStream_t s, int per, F&& fn) {
+    fn();
+    CUDA_CHECK(cudaStreamSynchronize(s));
+    cudaGraph_t g;
+    cudaGraphExec_t ge;
+    CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+    for (int i = 0; i < per; ++i) fn();
+    CUDA_CHECK(cudaStreamEndCapture(s, &g));
+    CUDA_CHECK(cudaGraphInstantiate(&ge, g, 0));
+    CUDA_CHECK(cudaGraphLaunch(ge, s));
+    cudaEvent_t a, b;
+    CUDA_CHECK(cudaEventCreate(&a));
+    CUDA_CHECK(cudaEventCreate(&b));
+    std::vector<double> t;
+    for (int r = 0; r < 5; ++r) {
+        CUDA_CHECK(cudaEventRecord(a, s));
+        CUDA_CHECK(cudaGraphLaunch(ge, s));
+        CUDA_CHECK(cudaEventRecord(b, s));
+        CUDA_CHECK(cudaEventSynchronize(b));
+        float ms = 0;
+        CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
+        t.push_back(ms * 1e3 / per);
+    }
+    CUDA_CHECK(cudaEventDestroy(a));
+    CUDA_CHECK(cudaEventDestroy(b));
+    CUDA_CHECK(cudaGraphExecDestroy(ge));
+    CUDA_CHECK(cudaGraphDestroy(g));
+    std::sort(t.begin(), t.end());
+    return t[2];
+}
+
+// gated_attention_core on the Qwen3.5 shapes (d 256, rot 64): the tensor-core path (whole call, its stages, bf16
+// mode) beside the previous per-token kernel; TFLOP/s = 4·H·d·Σ_t (pos0 + t + 1) / time (causal useful work).
+TEST(AttentionPrefillCuda, DISABLED_Timing) {
+    SKIP_WITHOUT_GPU();
+    cudaStream_t s;
+    CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    struct Shape {
+        const char* name;
+        int64_t H, G;
+    };
+    std::printf("%-4s %5s %5s %6s | %9s %7s | %8s %8s %8s %8s | %9s %7s | %9s %7s | %6s\n", "", "n", "pos0", "splits",
+                "new us", "TFLOP/s", "prolog", "convert", "flash", "combine", "bf16 us", "TFLOP/s", "old us",
+                "TFLOP/s", "speedup");
+    for (const Shape& sh : {Shape{"2B", 8, 2}, Shape{"9B", 16, 4}, Shape{"27B", 24, 4}}) {
+        GatedAttentionDims d = make_dims(sh.H, sh.G, 256, 64, 16384);
+        const int64_t n_max = 8192;
+        Gpu gpu(d, n_max);
+        Inputs in;
+        in.qg.resize(size_t(n_max * d.n_heads * 2 * d.head_dim));
+        in.k.resize(size_t(n_max * d.n_kv * d.head_dim));
+        in.v.resize(in.k.size());
+        fill_uniform(in.qg.data(), in.qg.size(), 1, -2.f, 2.f);
+        fill_uniform(in.k.data(), in.k.size(), 2, -2.f, 2.f);
+        fill_uniform(in.v.data(), in.v.size(), 3, -2.f, 2.f);
+        in.qn.assign(size_t(d.head_dim), 1.f);
+        in.kn.assign(size_t(d.head_dim), 1.f);
+        for (const auto& pn : {std::pair<int64_t, int64_t>{512, 0}, std::pair<int64_t, int64_t>{512, 4096},
+                               std::pair<int64_t, int64_t>{2048, 0}, std::pair<int64_t, int64_t>{8192, 0}}) {
+            const int64_t n = pn.first, pos0 = pn.second;
+            gpu.stage(in, {}, {}, 0, pos0);
+            CUDA_CHECK(cudaMemset(gpu.K.get(), 0x3c, gpu.K.bytes()));  // finite rows before pos0 (≈ 0.0115)
+            CUDA_CHECK(cudaMemset(gpu.V.get(), 0x3c, gpu.V.bytes()));
+            const double flops = 4.0 * double(d.n_heads * d.head_dim) * (double(n) * pos0 + 0.5 * double(n) * (n + 1));
+            const int per = n >= 8192 ? 2 : 5;
+            auto tf = [&](double us) { return flops / us * 1e-6; };
+            gpu.d.prefill_bf16 = false;
+            const double t_new = graph_us(s, per, [&] { gpu.call(n, s); });
+            // Stages alone (the state the whole call left is valid input for each).
+            void* pws = detail::prefill_workspace(gpu.d, n, gpu.ws.get());
+            const float* q_ws = detail::prefill_q(gpu.d, n, gpu.ws.get());
+            auto stage_us = [&](unsigned st) {
+                return graph_us(s, per, [&] {
+                    detail::attention_prefill(gpu.d, q_ws, gpu.qg.as<float>(), gpu.K.as<float>(), gpu.V.as<float>(),
+                                              gpu.pos.as<int32_t>(), n, gpu.out.as<float>(), pws, s, st);
+                });
+            };
+            const double t_conv = stage_us(detail::PREFILL_CONVERT), t_flash = stage_us(detail::PREFILL_FLASH);
+            const bool split = detail::prefill_plan(gpu.d, n).splits > 1;
+            const double t_comb = split ? stage_us(detail::PREFILL_COMBINE) : 0.0;
+            const double t_pro = t_new - t_conv - t_flash - t_comb;  // the q/k prologue (and launch gaps)
+            gpu.d.prefill_bf16 = true;
+            const double t_bf = graph_us(s, per, [&] { gpu.call(n, s); });
+            gpu.d.prefill_bf16 = false;
+            const double t_old = graph_us(s, n >= 8192 ? 1 : 2, [&] {
+                detail::gated_attention_core_per_token(gpu.d, gpu.qg.as<float>(), gpu.k.as<float>(),
+                                                       gpu.v.as<float>(), gpu.qn.as<float>(), gpu.kn.as<float>(),
+                                                       gpu.K.as<float>(), gpu.V.as<float>(), gpu.pos.as<int32_t>(), n,
+                                                       gpu.out.as<float>(), gpu.ws.get(), gpu.ws_bytes, s);
+            });
+            std::printf("%-4s %5lld %5lld %6d | %9.1f %7.1f | %8.1f %8.1f %8.1f %8.1f | %9.1f %7.1f | %9.1f %7.1f | "
+                        "%5.1fx\n",
+                        sh.name, (long long)n, (long long)pos0, detail::prefill_plan(gpu.d, n).splits, t_new, tf(t_new),
+                        t_pro, t_conv, t_flash, t_comb, t_bf, tf(t_bf), t_old, tf(t_old), t_old / t_new);
+            std::fflush(stdout);
+        }
+    }
+    CUDA_CHECK(cudaStreamDestroy(s));
+}
+
+}  // namespace
+}  // namespace ember::cuda
