@@ -125,6 +125,8 @@ inline std::vector<float> cpu_attention(const GatedAttentionDims& d, const Input
 // Error statistics of got against want over the rows [t, t + 1) · row_len for t in `rows` (all when empty).
 struct ErrStats {
     double nmse = 0, max_rel_rms = 0;  // Σe² / Σw², max |e| / rms(want)
+    double bias = 0;                   // Σ e·w / Σ w²: a systematic relative scaling error
+    double worst_want = 0;             // |want| / rms at the worst element
     size_t worst = 0, first_bad = SIZE_MAX;
     int bad = 0;
 };
@@ -140,17 +142,20 @@ inline ErrStats err_stats(const std::vector<float>& got, const std::vector<float
         for (int64_t t : rows)
             for (size_t c = 0; c < row_len; ++c) idx.push_back(size_t(t) * row_len + c);
     }
-    double e2 = 0, r2 = 0, emax = -1;
+    double e2 = 0, r2 = 0, ew = 0, emax = -1;
     for (size_t i : idx) r2 += double(want[i]) * want[i];
     const double rms = std::sqrt(r2 / double(idx.size()));
     for (size_t i : idx) {
         const double e = std::fabs(double(got[i]) - want[i]);
         e2 += std::isnan(e) ? INFINITY : e * e;
+        ew += (double(got[i]) - want[i]) * want[i];
         if (!(e <= emax)) emax = e, s.worst = i;
         if (!(e <= a * rms + r * std::fabs(want[i])) && s.bad++ == 0) s.first_bad = i;
     }
     s.nmse = e2 / r2;
+    s.bias = ew / r2;
     s.max_rel_rms = emax / rms;
+    s.worst_want = std::fabs(want[s.worst]) / rms;
     return s;
 }
 

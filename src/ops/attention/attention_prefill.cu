@@ -16,7 +16,7 @@ namespace ember::cuda::detail {
 
 namespace {
 
-constexpr int kWarps = 4, kThreads = 32 * kWarps, kRows = 16 * kWarps;  // 16 (token, head) rows per warp
+// W warps per block (4 or 8), 16 (token, head) rows each: kRows = 16·W rows share every K/V tile.
 constexpr int kMinChunk = 256;   // fewest keys per split (a multiple of 64)
 constexpr int kMaxSplits = 16;
 constexpr int kSMs = 132;        // H200; only steers the split count
@@ -29,12 +29,13 @@ constexpr int key_tile() { return D == 256 ? 16 : 64; }
 // ldmatrix 8×8 piece land in distinct banks.
 template <int D>
 constexpr int lds() { return D + 8; }
-template <int D, int P>
-constexpr size_t smem_bytes() { return size_t(2) * lds<D>() * P * (kRows + 2 * key_tile<D>()); }
-template <int D, int P>
+template <int D, int P, int W>
+constexpr size_t smem_bytes() { return size_t(2) * lds<D>() * P * (16 * W + 2 * key_tile<D>()); }
+template <int D, int P, int W>
 constexpr int blocks_per_sm() {
-    const int b = int((227 * 1024) / (smem_bytes<D, P>() + 1024));
-    return b < 1 ? 1 : b > 4 ? 4 : b;
+    const int b = int((227 * 1024) / (smem_bytes<D, P, W>() + 1024));
+    const int by_regs = 8 / W;  // 64K registers at the ~200-255 per thread the kernels use: 256 threads per SM
+    return b < 1 ? 1 : b > by_regs ? by_regs : b;
 }
 
 struct KeyRange {
@@ -118,8 +119,8 @@ __global__ void __launch_bounds__(kConvertThreads)
 // grid (splits, G · n_sub, n_tiles), block 128, dynamic smem: Q [P][64][LD], K [P][BN][LD], V [P][BN][LD] bf16.
 // mma fragments (PTX ISA, g = lane / 4, t = lane % 4): S / O accumulators c0, c1 = row g, cols 2t, 2t + 1;
 // c2, c3 = row g + 8. Two adjacent key n8 tiles of S are one A fragment (k16 over keys) of P·V.
-template <int D, int P>
-__global__ void __launch_bounds__(kThreads)
+template <int D, int P, int W>
+__global__ void __launch_bounds__(32 * W)
     attn_prefill_flash(const float* __restrict__ q_ws,    // [n, H, D] normed + roped
                        const float* __restrict__ gate,    // qg [n, H, 2, D] (gate half) or nullptr
                        const uint16_t* __restrict__ K16,  // [G][cap][P][D] bf16
@@ -131,6 +132,7 @@ __global__ void __launch_bounds__(kThreads)
                        float* __restrict__ out) {               // [n, H, D]
     pdl_trigger();
     pdl_wait();
+    constexpr int kThreads = 32 * W, kRows = 16 * W;
     constexpr int BN = key_tile<D>(), LD = lds<D>(), NT = BN / 8, DT = D / 8, KS = BN / 16;
     constexpr uint32_t kRowB = LD * 2;  // bytes per smem row
     constexpr int kUnroll = D == 256 ? 4 : D / 16;  // d = 256: a partly unrolled Q·Kᵀ keeps O (128 registers) unspilled
@@ -148,7 +150,7 @@ __global__ void __launch_bounds__(kThreads)
     // Block row m ↔ token t0 + m / RB, head h0 + m % RB; -1: padding.
     auto row_token = [&](int m) { const int tl = m / RB; return tl < TB && m % RB < nr && t0 + tl < n ? t0 + tl : -1; };
 
-    if (split == 0) {  // tokens whose position is outside [0, cap) (the caller broke the capacity): NaN, no reads
+    if (split == 0 && (pos0 < 0 || int64_t(pos0) + t_end > cap)) {  // tokens past the capacity: NaN, no reads
         for (int i = tid; i < kRows * D; i += kThreads) {
             const int m = i / D, t = row_token(m);
             if (t >= 0 && !position_ok(pos0, t, cap)) out[(int64_t(t) * H + h0 + m % RB) * D + i % D] = kNaN;
@@ -176,18 +178,23 @@ __global__ void __launch_bounds__(kThreads)
         if (P == 2) *reinterpret_cast<uint2*>(Qs + (kRows + m) * LD + 4 * c4) = make_uint2(l0w, l1w);
     }
 
-    // K or V tile of BN keys from k0: rows × P parts × D/8 chunks of 16 bytes; keys ≥ kr.end are zero-filled.
-    const uint16_t* Kg = K16 + int64_t(g) * cap * P * D;
-    const uint16_t* Vg = V16 + int64_t(g) * cap * P * D;
+    // K or V tile of BN keys from k0 (keys ≥ kr.end zero-filled). A key row is P·D/8 chunks of 16 bytes (hi then
+    // lo); thread tid copies chunk tid % kCPR of rows tid / kCPR + j·kRPP: one base address per thread.
+    constexpr int kCPR = P * D / 8, kRPP = kThreads / kCPR, kPasses = (BN + kRPP - 1) / kRPP;
+    static_assert(kRPP >= 1, "key row wider than the block");
+    const int cr = tid % kCPR, r_own = tid / kCPR;
+    const bool copier = r_own < kRPP;
+    const uint32_t s_own = (cr / (D / 8) * BN + r_own) * kRowB + (cr % (D / 8)) * 16;  // byte offset in a tile
+    const uint16_t* Kg = K16 + int64_t(g) * cap * P * D + 8 * cr;
+    const uint16_t* Vg = V16 + int64_t(g) * cap * P * D + 8 * cr;
     auto load_tile = [&](uint16_t* dst, const uint16_t* src, int64_t k0) {
-        constexpr int kChunks = BN * P * (D / 8);
+        const uint32_t s0 = smem_u32(dst) + s_own;
 #pragma unroll
-        for (int i = tid; i < kChunks; i += kThreads) {
-            const int c = i % (D / 8), rp = i / (D / 8), p = rp % P, row = rp / P;
+        for (int j = 0; j < kPasses; ++j) {
+            const int row = r_own + j * kRPP;
             const int64_t key = k0 + row;
-            const bool ok = key < kr.end;
-            cp_async16(smem_u32(dst + (p * BN + row) * LD + 8 * c), src + ((ok ? key : kr.begin) * P + p) * D + 8 * c,
-                       ok);
+            if (copier && row < BN)
+                cp_async16(s0 + j * kRPP * kRowB, src + (key < kr.end ? key : kr.begin) * (P * D), key < kr.end);
         }
     };
 
@@ -223,9 +230,9 @@ __global__ void __launch_bounds__(kThreads)
         const bool active = k0 <= warp_lim_max;  // warp-uniform: some row of the warp sees a key of this tile
         cp_async_wait<1>();                      // this K tile (V may still be in flight)
         __syncthreads();
-        float s[NT][4];
+        float s[NT][4], sx[NT][4];  // hi·hi and the cross products: two accumulator chains per key n8 tile
 #pragma unroll
-        for (int j = 0; j < NT; ++j) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.f;
+        for (int j = 0; j < NT; ++j) s[j][0] = s[j][1] = s[j][2] = s[j][3] = sx[j][0] = sx[j][1] = sx[j][2] = sx[j][3] = 0.f;
         if (active) {
 #pragma unroll(kUnroll)
             for (int kk = 0; kk < D / 16; ++kk) {
@@ -237,17 +244,22 @@ __global__ void __launch_bounds__(kThreads)
                     uint32_t bh[4], bl[4];
                     const uint32_t ka = k_a + nj * 16 * kRowB + kk * 32;
                     ldsm_x4(bh, ka);
-                    if (P == 2) {  // the small products first
-                        ldsm_x4(bl, ka + kKVlo);
-                        mma(s[2 * nj], al[0], al[1], al[2], al[3], bh[0], bh[1]);
-                        mma(s[2 * nj], ah[0], ah[1], ah[2], ah[3], bl[0], bl[1]);
-                        mma(s[2 * nj + 1], al[0], al[1], al[2], al[3], bh[2], bh[3]);
-                        mma(s[2 * nj + 1], ah[0], ah[1], ah[2], ah[3], bl[2], bl[3]);
-                    }
                     mma(s[2 * nj], ah[0], ah[1], ah[2], ah[3], bh[0], bh[1]);
                     mma(s[2 * nj + 1], ah[0], ah[1], ah[2], ah[3], bh[2], bh[3]);
+                    if (P == 2) {
+                        ldsm_x4(bl, ka + kKVlo);
+                        mma(sx[2 * nj], al[0], al[1], al[2], al[3], bh[0], bh[1]);
+                        mma(sx[2 * nj + 1], al[0], al[1], al[2], al[3], bh[2], bh[3]);
+                        mma(sx[2 * nj], ah[0], ah[1], ah[2], ah[3], bl[0], bl[1]);
+                        mma(sx[2 * nj + 1], ah[0], ah[1], ah[2], ah[3], bl[2], bl[3]);
+                    }
                 }
             }
+            if (P == 2)
+#pragma unroll
+                for (int j = 0; j < NT; ++j)
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) s[j][e] += sx[j][e];
         }
         __syncthreads();  // every warp is done with the K tile
         if (more) load_tile(Ks, Kg, k0 + BN);
@@ -420,22 +432,30 @@ Layout prefill_layout(const GatedAttentionDims& d, int64_t n, const PrefillPlan&
     return L;
 }
 
-int occupancy(const GatedAttentionDims& d) {
-    const bool bf = d.prefill_bf16;
+template <int D>
+int occupancy_d(bool bf16, int W) {
+    if (W == 8) return bf16 ? blocks_per_sm<D, 1, 8>() : blocks_per_sm<D, 2, 8>();
+    return bf16 ? blocks_per_sm<D, 1, 4>() : blocks_per_sm<D, 2, 4>();
+}
+int occupancy(const GatedAttentionDims& d, int W) {
     switch (d.head_dim) {
-        case 16: return bf ? blocks_per_sm<16, 1>() : blocks_per_sm<16, 2>();
-        case 32: return bf ? blocks_per_sm<32, 1>() : blocks_per_sm<32, 2>();
-        case 64: return bf ? blocks_per_sm<64, 1>() : blocks_per_sm<64, 2>();
-        case 96: return bf ? blocks_per_sm<96, 1>() : blocks_per_sm<96, 2>();
-        case 128: return bf ? blocks_per_sm<128, 1>() : blocks_per_sm<128, 2>();
-        default: return bf ? blocks_per_sm<256, 1>() : blocks_per_sm<256, 2>();
+        case 16: return occupancy_d<16>(d.prefill_bf16, W);
+        case 32: return occupancy_d<32>(d.prefill_bf16, W);
+        case 64: return occupancy_d<64>(d.prefill_bf16, W);
+        case 96: return occupancy_d<96>(d.prefill_bf16, W);
+        case 128: return occupancy_d<128>(d.prefill_bf16, W);
+        default: return occupancy_d<256>(d.prefill_bf16, W);
     }
 }
 
-template <int D, int P>
+// Warps per block: 8 only where instantiated (d = 128, 256; attention_prefill.h).
+bool warps_ok(int64_t D, int W) { return W == 4 || (W == 8 && (D == 128 || D == 256)); }
+int default_warps(const GatedAttentionDims& d) { return 4; }
+
+template <int D, int P, int W>
 void launch(const GatedAttentionDims& d, const float* q_ws, const float* gate, const float* Kc, const float* Vc,
             const int32_t* pos0_dev, int64_t n, float* out, char* ws, cudaStream_t st, unsigned stages) {
-    const PrefillPlan pl = prefill_plan(d, n);
+    const PrefillPlan pl = prefill_plan(d, n, W);
     const Layout L = prefill_layout(d, n, pl);
     const int H = static_cast<int>(d.n_heads), G = static_cast<int>(d.n_kv);
     uint16_t* kv16 = reinterpret_cast<uint16_t*>(ws + L.kv16_off);
@@ -445,9 +465,9 @@ void launch(const GatedAttentionDims& d, const float* q_ws, const float* gate, c
         launch_pdl(kv_to_bf16<D, P>, dim3(unsigned(kConvertBlocks), unsigned(2 * G)), dim3(kConvertThreads), 0, st, 0,
                    Kc, Vc, reinterpret_cast<uint32_t*>(kv16), pos0_dev, int(n), G, d.capacity);
     if (stages & PREFILL_FLASH) {
-        constexpr size_t smem = smem_bytes<D, P>();
+        constexpr size_t smem = smem_bytes<D, P, W>();
         static const bool attr_set = [] {  // > 48 KB of dynamic shared memory needs the opt-in
-            CUDA_CHECK(cudaFuncSetAttribute(attn_prefill_flash<D, P>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+            CUDA_CHECK(cudaFuncSetAttribute(attn_prefill_flash<D, P, W>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                             int(smem)));
             return true;
         }();
@@ -455,8 +475,8 @@ void launch(const GatedAttentionDims& d, const float* q_ws, const float* gate, c
         const float q_scale = (d.score_mul / std::sqrt(static_cast<float>(D))) * 1.4426950408889634f;
         const uint16_t* K16 = kv16;
         const uint16_t* V16 = kv16 + size_t(G) * size_t(d.capacity) * P * D;
-        launch_pdl(attn_prefill_flash<D, P>, dim3(unsigned(pl.splits), unsigned(G * pl.n_sub), unsigned(pl.n_tiles)),
-                   dim3(kThreads), smem, st, 0, q_ws, gate, K16, V16, pos0_dev, int(n), H, G, pl.n_sub, pl.heads,
+        launch_pdl(attn_prefill_flash<D, P, W>, dim3(unsigned(pl.splits), unsigned(G * pl.n_sub), unsigned(pl.n_tiles)),
+                   dim3(32 * W), smem, st, 0, q_ws, gate, K16, V16, pos0_dev, int(n), H, G, pl.n_sub, pl.heads,
                    pl.tokens, d.capacity, pl.splits, q_scale, part_acc, part_ml, out);
     }
     if ((stages & PREFILL_COMBINE) && pl.splits > 1) {
@@ -467,25 +487,38 @@ void launch(const GatedAttentionDims& d, const float* q_ws, const float* gate, c
     }
 }
 
+template <int D, int W>
+void launch_w(const GatedAttentionDims& d, const float* q_ws, const float* gate, const float* Kc, const float* Vc,
+              const int32_t* pos0_dev, int64_t n, float* out, char* ws, cudaStream_t st, unsigned stages) {
+    if (d.prefill_bf16) launch<D, 1, W>(d, q_ws, gate, Kc, Vc, pos0_dev, n, out, ws, st, stages);
+    else launch<D, 2, W>(d, q_ws, gate, Kc, Vc, pos0_dev, n, out, ws, st, stages);
+}
 template <int D>
 void launch_d(const GatedAttentionDims& d, const float* q_ws, const float* gate, const float* Kc, const float* Vc,
-              const int32_t* pos0_dev, int64_t n, float* out, char* ws, cudaStream_t st, unsigned stages) {
-    if (d.prefill_bf16) launch<D, 1>(d, q_ws, gate, Kc, Vc, pos0_dev, n, out, ws, st, stages);
-    else launch<D, 2>(d, q_ws, gate, Kc, Vc, pos0_dev, n, out, ws, st, stages);
+              const int32_t* pos0_dev, int64_t n, float* out, char* ws, cudaStream_t st, unsigned stages, int W) {
+    if constexpr (D == 128 || D == 256) {
+        if (W == 8) return launch_w<D, 8>(d, q_ws, gate, Kc, Vc, pos0_dev, n, out, ws, st, stages);
+    }
+    launch_w<D, 4>(d, q_ws, gate, Kc, Vc, pos0_dev, n, out, ws, st, stages);
 }
 
 }  // namespace
 
-PrefillPlan prefill_plan(const GatedAttentionDims& d, int64_t n) {
+PrefillPlan prefill_plan(const GatedAttentionDims& d, int64_t n, int warps) {
     EMBER_CHECK(d.n_kv > 0 && d.n_heads % d.n_kv == 0 && d.capacity > 0 && n > 0, "bad attention dims");
+    const int W = warps ? warps : default_warps(d);
+    EMBER_CHECK(warps_ok(d.head_dim, W), "prefill attention: %d warps per block at head dim %lld", W,
+                (long long)d.head_dim);
+    const int kRows = 16 * W;
     PrefillPlan p;
+    p.warps = W;
     const int64_t R = d.n_heads / d.n_kv;
     p.heads = static_cast<int>(R < kRows ? R : kRows);
     p.n_sub = static_cast<int>((R + p.heads - 1) / p.heads);
     p.tokens = kRows / p.heads;
     p.n_tiles = (n + p.tokens - 1) / p.tokens;
     p.key_tile = d.head_dim == 256 ? key_tile<256>() : key_tile<128>();
-    const int64_t base = p.n_tiles * d.n_kv * p.n_sub, target = 2 * int64_t(kSMs) * occupancy(d);
+    const int64_t base = p.n_tiles * d.n_kv * p.n_sub, target = 2 * int64_t(kSMs) * occupancy(d, W);
     int64_t s = base >= target ? 1 : target / base;
     const int64_t by_len = (d.capacity + kMinChunk - 1) / kMinChunk;
     s = std::min<int64_t>({s, by_len, kMaxSplits});
@@ -493,23 +526,26 @@ PrefillPlan prefill_plan(const GatedAttentionDims& d, int64_t n) {
     return p;
 }
 
-size_t prefill_workspace_bytes(const GatedAttentionDims& d, int64_t n) {
-    return prefill_layout(d, n, prefill_plan(d, n)).total;
+size_t prefill_workspace_bytes(const GatedAttentionDims& d, int64_t n) {  // room for either block size
+    size_t most = prefill_layout(d, n, prefill_plan(d, n, 4)).total;
+    if (warps_ok(d.head_dim, 8)) most = std::max(most, prefill_layout(d, n, prefill_plan(d, n, 8)).total);
+    return most;
 }
 
 void attention_prefill(const GatedAttentionDims& d, const float* q_ws, const float* gate, const float* K_cache,
                        const float* V_cache, const int32_t* pos0_dev, int64_t n, float* out, void* ws,
-                       cudaStream_t st, unsigned stages) {
+                       cudaStream_t st, unsigned stages, int warps) {
+    const int W = prefill_plan(d, n, warps).warps;
     EMBER_CHECK(n > 1 && n <= 65535 && (reinterpret_cast<uintptr_t>(ws) & 15u) == 0, "prefill: n = %lld",
                 (long long)n);
     char* w = static_cast<char*>(ws);
     switch (d.head_dim) {
-        case 16: launch_d<16>(d, q_ws, gate, K_cache, V_cache, pos0_dev, n, out, w, st, stages); break;
-        case 32: launch_d<32>(d, q_ws, gate, K_cache, V_cache, pos0_dev, n, out, w, st, stages); break;
-        case 64: launch_d<64>(d, q_ws, gate, K_cache, V_cache, pos0_dev, n, out, w, st, stages); break;
-        case 96: launch_d<96>(d, q_ws, gate, K_cache, V_cache, pos0_dev, n, out, w, st, stages); break;
-        case 128: launch_d<128>(d, q_ws, gate, K_cache, V_cache, pos0_dev, n, out, w, st, stages); break;
-        case 256: launch_d<256>(d, q_ws, gate, K_cache, V_cache, pos0_dev, n, out, w, st, stages); break;
+        case 16: launch_d<16>(d, q_ws, gate, K_cache, V_cache, pos0_dev, n, out, w, st, stages, W); break;
+        case 32: launch_d<32>(d, q_ws, gate, K_cache, V_cache, pos0_dev, n, out, w, st, stages, W); break;
+        case 64: launch_d<64>(d, q_ws, gate, K_cache, V_cache, pos0_dev, n, out, w, st, stages, W); break;
+        case 96: launch_d<96>(d, q_ws, gate, K_cache, V_cache, pos0_dev, n, out, w, st, stages, W); break;
+        case 128: launch_d<128>(d, q_ws, gate, K_cache, V_cache, pos0_dev, n, out, w, st, stages, W); break;
+        case 256: launch_d<256>(d, q_ws, gate, K_cache, V_cache, pos0_dev, n, out, w, st, stages, W); break;
         default: EMBER_CHECK(false, "prefill attention: head_dim %lld", (long long)d.head_dim);
     }
 }

@@ -38,10 +38,13 @@ struct PrefillPlan {
     int64_t n_tiles = 0;  // query tiles (⌈n / TB⌉)
     int splits = 0;       // key splits launched
     int key_tile = 0;     // BN
+    int warps = 0;        // W: 4, or 8 (d = 128, 256); rows per block 16·W
 };
-PrefillPlan prefill_plan(const GatedAttentionDims& d, int64_t n);
+// warps = 0: the rule (default_warps in attention_prefill.cu); 4 or 8 forces it (the benchmark compares them).
+PrefillPlan prefill_plan(const GatedAttentionDims& d, int64_t n, int warps = 0);
 
-// Workspace of steps 1-3 for n tokens: kv16 + the split partials (acc [splits, n, H, D], (m, l) [splits, n, H, 2]).
+// Workspace of steps 1-3 for n tokens: kv16 + the split partials (acc [splits, n, H, D], (m, l) [splits, n, H, 2]),
+// enough for either block size.
 size_t prefill_workspace_bytes(const GatedAttentionDims& d, int64_t n);
 
 enum PrefillStage : unsigned { PREFILL_CONVERT = 1, PREFILL_FLASH = 2, PREFILL_COMBINE = 4, PREFILL_ALL = 7 };
@@ -50,7 +53,7 @@ enum PrefillStage : unsigned { PREFILL_CONVERT = 1, PREFILL_FLASH = 2, PREFILL_C
 // [n, H, 2, D] or nullptr (ungated); ws ≥ prefill_workspace_bytes(d, n), 16-byte aligned.
 void attention_prefill(const GatedAttentionDims& d, const float* q_ws, const float* gate, const float* K_cache,
                        const float* V_cache, const int32_t* pos0_dev, int64_t n, float* out, void* ws,
-                       cudaStream_t st, unsigned stages = PREFILL_ALL);
+                       cudaStream_t st, unsigned stages = PREFILL_ALL, int warps = 0);
 
 // The previous n > 1 path (one key split per token on the CUDA cores), kept for A/B benchmarks; same contract as
 // gated_attention_core.
