@@ -17,7 +17,7 @@ namespace ember::cuda::detail {
 namespace {
 
 // W warps per block (4 or 8), 16 (token, head) rows each: kRows = 16·W rows share every K/V tile.
-constexpr int kMinChunk = 256;   // fewest keys per split (a multiple of 64)
+constexpr int kMinChunk = 128;   // fewest keys per split (a multiple of 64)
 constexpr int kMaxSplits = 16;
 constexpr int kSMs = 132;        // H200; only steers the split count
 constexpr int kConvertThreads = 256, kConvertBlocks = 4 * kSMs;
@@ -162,20 +162,27 @@ __global__ void __launch_bounds__(32 * W)
     if (kr.begin >= T) return;  // past the live length
     const bool direct = kr.n_live == 1;
 
-    // Q rows · q_scale → bf16 hi (+ lo).
-    for (int i = tid; i < kRows * (D / 4); i += kThreads) {
-        const int m = i / (D / 4), c4 = i % (D / 4), t = row_token(m);
-        float4 x = make_float4(0.f, 0.f, 0.f, 0.f);
-        if (t >= 0) {
-            x = reinterpret_cast<const float4*>(q_ws + (int64_t(t) * H + h0 + m % RB) * D)[c4];
-            x = make_float4(x.x * q_scale, x.y * q_scale, x.z * q_scale, x.w * q_scale);
+    // Q rows · q_scale → bf16 hi (+ lo): D/8 float4 per thread, loaded in batches of up to 8 before converting.
+    constexpr int kQIt = kRows * (D / 4) / kThreads, kQB = kQIt <= 8 ? kQIt : kQIt % 8 == 0 ? 8 : kQIt % 6 == 0 ? 6 : 4;
+    static_assert(kQIt % kQB == 0, "q batches");
+    for (int b = 0; b < kQIt; b += kQB) {
+        float4 x[kQB];
+#pragma unroll
+        for (int u = 0; u < kQB; ++u) {
+            const int i = tid + (b + u) * kThreads, m = i / (D / 4), c4 = i % (D / 4), t = row_token(m);
+            x[u] = t >= 0 ? reinterpret_cast<const float4*>(q_ws + (int64_t(t) * H + h0 + m % RB) * D)[c4]
+                          : make_float4(0.f, 0.f, 0.f, 0.f);
         }
-        uint32_t h0w, l0w, h1w, l1w;
-        float sa, sb;
-        split2(x.x, x.y, h0w, l0w, sa, sb);
-        split2(x.z, x.w, h1w, l1w, sa, sb);
-        *reinterpret_cast<uint2*>(Qs + m * LD + 4 * c4) = make_uint2(h0w, h1w);
-        if (P == 2) *reinterpret_cast<uint2*>(Qs + (kRows + m) * LD + 4 * c4) = make_uint2(l0w, l1w);
+#pragma unroll
+        for (int u = 0; u < kQB; ++u) {
+            const int i = tid + (b + u) * kThreads, m = i / (D / 4), c4 = i % (D / 4);
+            uint32_t h0w, l0w, h1w, l1w;
+            float sa, sb;
+            split2(x[u].x * q_scale, x[u].y * q_scale, h0w, l0w, sa, sb);
+            split2(x[u].z * q_scale, x[u].w * q_scale, h1w, l1w, sa, sb);
+            *reinterpret_cast<uint2*>(Qs + m * LD + 4 * c4) = make_uint2(h0w, h1w);
+            if (P == 2) *reinterpret_cast<uint2*>(Qs + (kRows + m) * LD + 4 * c4) = make_uint2(l0w, l1w);
+        }
     }
 
     // K or V tile of BN keys from k0 (keys ≥ kr.end zero-filled). A key row is P·D/8 chunks of 16 bytes (hi then
@@ -230,9 +237,13 @@ __global__ void __launch_bounds__(32 * W)
         const bool active = k0 <= warp_lim_max;  // warp-uniform: some row of the warp sees a key of this tile
         cp_async_wait<1>();                      // this K tile (V may still be in flight)
         __syncthreads();
-        float s[NT][4], sx[NT][4];  // hi·hi and the cross products: two accumulator chains per key n8 tile
+        // Independent accumulator chains per key n8 tile: s (hi·hi), sx (lo·hi), sy (hi·lo); in bf16 mode s and sx
+        // take the even and odd k steps. Summed in fp32 at the end.
+        float s[NT][4], sx[NT][4], sy[NT][4];
 #pragma unroll
-        for (int j = 0; j < NT; ++j) s[j][0] = s[j][1] = s[j][2] = s[j][3] = sx[j][0] = sx[j][1] = sx[j][2] = sx[j][3] = 0.f;
+        for (int j = 0; j < NT; ++j)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) s[j][e] = sx[j][e] = sy[j][e] = 0.f;
         if (active) {
 #pragma unroll(kUnroll)
             for (int kk = 0; kk < D / 16; ++kk) {
@@ -244,22 +255,25 @@ __global__ void __launch_bounds__(32 * W)
                     uint32_t bh[4], bl[4];
                     const uint32_t ka = k_a + nj * 16 * kRowB + kk * 32;
                     ldsm_x4(bh, ka);
-                    mma(s[2 * nj], ah[0], ah[1], ah[2], ah[3], bh[0], bh[1]);
-                    mma(s[2 * nj + 1], ah[0], ah[1], ah[2], ah[3], bh[2], bh[3]);
                     if (P == 2) {
                         ldsm_x4(bl, ka + kKVlo);
+                        mma(s[2 * nj], ah[0], ah[1], ah[2], ah[3], bh[0], bh[1]);
+                        mma(s[2 * nj + 1], ah[0], ah[1], ah[2], ah[3], bh[2], bh[3]);
                         mma(sx[2 * nj], al[0], al[1], al[2], al[3], bh[0], bh[1]);
                         mma(sx[2 * nj + 1], al[0], al[1], al[2], al[3], bh[2], bh[3]);
-                        mma(sx[2 * nj], ah[0], ah[1], ah[2], ah[3], bl[0], bl[1]);
-                        mma(sx[2 * nj + 1], ah[0], ah[1], ah[2], ah[3], bl[2], bl[3]);
+                        mma(sy[2 * nj], ah[0], ah[1], ah[2], ah[3], bl[0], bl[1]);
+                        mma(sy[2 * nj + 1], ah[0], ah[1], ah[2], ah[3], bl[2], bl[3]);
+                    } else {
+                        float(&acc)[NT][4] = kk % 2 ? sx : s;
+                        mma(acc[2 * nj], ah[0], ah[1], ah[2], ah[3], bh[0], bh[1]);
+                        mma(acc[2 * nj + 1], ah[0], ah[1], ah[2], ah[3], bh[2], bh[3]);
                     }
                 }
             }
-            if (P == 2)
 #pragma unroll
-                for (int j = 0; j < NT; ++j)
+            for (int j = 0; j < NT; ++j)
 #pragma unroll
-                    for (int e = 0; e < 4; ++e) s[j][e] += sx[j][e];
+                for (int e = 0; e < 4; ++e) s[j][e] += sx[j][e] + sy[j][e];
         }
         __syncthreads();  // every warp is done with the K tile
         if (more) load_tile(Ks, Kg, k0 + BN);

@@ -17,7 +17,7 @@
 //      σ(gate), w_s = 2^(m_s − max m). One live split writes out (with the gate) directly from step 2.
 // Splits: the host knows n but not pos0 (device memory), so it launches `splits` (prefill_plan: enough blocks
 // for two waves, at most 16, a pure function of dims and n) and every block derives its key range from the live
-// length T = pos0 + (last token of its tile) + 1: chunk = max(256, ⌈T / splits⌉ rounded up to 64); splits past T
+// length T = pos0 + (last token of its tile) + 1: chunk = max(128, ⌈T / splits⌉ rounded up to 64); splits past T
 // exit at once.
 // Numerics (fp32-faithful mode): each product carries a relative error ≤ 3·2⁻¹⁶ (the split errors and the
 // dropped lo·lo term), summed in fp32; the probabilities P are split the same way.

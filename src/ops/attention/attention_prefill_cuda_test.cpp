@@ -38,15 +38,15 @@ std::vector<int64_t> check_rows(int64_t n, uint64_t seed) {
 }
 
 // The error budgets, from the product precision (attention_prefill.h):
-//  - fp32-faithful: every product q·k and p·v carries ≤ 3·2⁻¹⁶ relative error (rms ≈ 2⁻¹⁷), summed in fp32.
-//    A score s = Σ_c q_c k_c of these inputs (|q_c|, |k_c| ≲ 2, d^-½ scaled) is off by ≲ 2⁻¹⁷·√d·d^-½·4 ≈ 3e-5
-//    absolute (rms), so each softmax weight by that relatively, and the output (a convex mix of values of rms
-//    ~1) by ≲ 3e-5·rms, the value sums adding the same again: the default element bound 1e-4·rms + 1e-4·|x|
-//    and NMSE 1e-9 (rms error 3e-5) hold with a ~3× margin, the same budget as the fp32 decode kernel.
+//  - fp32-faithful: every product q·k and p·v carries ≤ 3·2⁻¹⁶ relative error (rms ≈ 2⁻¹⁷·√3 ≈ 1.3e-5),
+//    summed in fp32, so the output's rel. L2 error is ~1e-5 (NMSE ~1e-10; bar 1e-9). Element errors have heavy
+//    tails: in rows whose softmax sits on a few keys an output element is a difference of a few weights, each
+//    off by the score error (up to 3·2⁻¹⁶·Σ|q_c k_c|·d^-½ ≈ 6e-4 absolute for d = 256), so the element bound is
+//    3e-4·rms + 1e-4·|x| (the H200 measured ≤ 1.5e-4·rms over 1.5M checked elements of 130 cases).
 //  - bf16: one product, 2⁻⁹ relative rms per factor, 128× the above: rel. L2 ≈ 2-3e-3 (NMSE ≤ 3e-5 leaves ~2×);
 //    the element bound only catches gross errors (15 % of rms + 5 % of |x|: peaked rows have errors far in the
 //    tail, measured up to 8 % of rms on the H200).
-Budget budget(bool bf16) { return bf16 ? Budget{0.15, 0.05, 3e-5} : Budget{}; }
+Budget budget(bool bf16) { return bf16 ? Budget{0.15, 0.05, 3e-5} : Budget{3e-4, 1e-4, 1e-9}; }
 
 // n tokens at pos0 on (H, G, D); caches of pos0 + n + 37 rows (the split count depends on the capacity).
 ErrStats prefill_case(int64_t H, int64_t G, int64_t D, int64_t pos0, int64_t n, bool bf16, uint64_t seed) {
@@ -205,7 +205,7 @@ TEST(AttentionPrefillCuda, GraphReplayWithNewPosition) {
         std::vector<float> Kc = Kh, Vc = Vh;
         const std::vector<int64_t> rows = check_rows(n, seed);
         expect_close(replay, cpu_attention(d, in, Kc, Vc, pos0, n, nullptr, true, rows), "graph out", rows,
-                     size_t(d.n_heads * d.head_dim));
+                     size_t(d.n_heads * d.head_dim), budget(false));
         gpu.stage(in, Kh, Vh, pos0, pos0);
         gpu.call(n, s);
         CUDA_CHECK(cudaStreamSynchronize(s));
