@@ -5,14 +5,15 @@
 // After the prologue (q normed + roped → workspace [n, H, D] fp32; k/v appended to the fp32 cache):
 //   1. convert: cache rows [0, pos0 + n) of every kv head → bf16 hi + lo with x = hi + lo + δ, |δ| ≤ 2⁻¹⁶|x|
 //      (bf16 mode: hi only), into the workspace as kv16 [2 (K, V)][G][capacity][P][D], P = 2 (hi, lo) or 1.
-//   2. flash: block = (key split, kv head g [· head sub-group], query tile), 4 warps of 16 rows; the block's 64
-//      rows are (token, head) pairs of one kv head, token-major (row m = token t0 + m / RB, head g·R + m % RB), so
-//      all query heads of a kv head share every K/V tile read. Per tile of BN keys (16 for d = 256, else 64):
-//      S = Q·Kᵀ and O += P·V by mma.sync m16n8k16 (bf16 in, fp32 accumulation) as the three products
-//      hi·hi + hi·lo + lo·hi (one hi·hi in bf16 mode), the online softmax in base 2 in registers (P goes from
-//      the S accumulators straight into A fragments). K and V tiles come by cp.async into single buffers: the
-//      next K tile loads during softmax + P·V, the next V tile during the next Q·Kᵀ. Query tiles with the
-//      longest causal ranges are launched first.
+//   2. flash: block = (key split, kv head g [· head sub-group], query tile), W = 4 warps of 16 rows (W = 8 is
+//      built for d = 128 / 256 and measured slower); the block's 16·W rows are (token, head) pairs of one kv head,
+//      token-major (row m = token t0 + m / RB, head g·R + m % RB), so all query heads of a kv head share every
+//      K/V tile read. Per tile of BN keys (16 for d = 256, else 64): S = Q·Kᵀ and O += P·V by mma.sync
+//      m16n8k16 (bf16 in, fp32 accumulation) as the three products hi·hi + lo·hi + hi·lo (one hi·hi in bf16
+//      mode; S keeps the three in separate accumulators), the online softmax in base 2 in registers (P goes
+//      from the S accumulators straight into A fragments). K and V tiles come by cp.async into single buffers:
+//      the next K tile loads during softmax + P·V, the next V tile during the next Q·Kᵀ. Query tiles with the
+//      longest causal ranges are launched first. d = 256: O is 128 registers per thread, the kernel ~255.
 //   3. combine (only query tiles with more than one live split): out = Σ_s w_s·acc_s / Σ_s w_s·l_s ·
 //      σ(gate), w_s = 2^(m_s − max m). One live split writes out (with the gate) directly from step 2.
 // Splits: the host knows n but not pos0 (device memory), so it launches `splits` (prefill_plan: enough blocks
