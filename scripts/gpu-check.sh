@@ -69,6 +69,12 @@ fi
 if has bench && [ -f bench/peers/torch_int4.py ] && [ -z "${EMBER_SKIP_KERNEL_BENCH:-}" ]; then
   timeout 60 python3 bench/peers/torch_int4.py --quick > "$OUT/peers.md" 2>&1; row "torch peers" "rc=$? (peers.md)"
 fi
+if has bench && [ -z "${EMBER_SKIP_KERNEL_BENCH:-}" ]; then  # prefill attention table and its torch SDPA peer
+  timeout 60 build-gpu/test_cuda --gtest_also_run_disabled_tests --gtest_filter='AttentionPrefillCuda.DISABLED_Timing' \
+    > "$OUT/attention_prefill.md" 2>&1; row "attention prefill" "rc=$? (attention_prefill.md)"
+  (cd bench/peers && timeout 60 python3 attention_sdpa.py) > "$OUT/attention_sdpa.md" 2>&1
+  row "attention sdpa peer" "rc=$? (attention_sdpa.md)"
+fi
 if has bench; then
 models=${EMBER_MODELS:-qwen3.5-2b,qwen3.5-9b,qwen3.5-27b}
 timeout 400 $E bench --synthetic "$models" --device cuda -p 512 -n 128 -r 2 > "$OUT/bench.md" 2> "$OUT/bench.err"

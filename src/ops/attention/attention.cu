@@ -1,7 +1,9 @@
 // CUDA gated attention core (spec: attention_cuda.h): q/k norm + RoPE + cache append, split-K attention over
 // the cache with the sigmoid gate fused into the output, and the split combine for decode.
 #include "ops/attention/attention_cuda.h"
+#include "ops/attention/attention_prefill.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 
@@ -380,25 +382,33 @@ __global__ void __launch_bounds__(kCombineThreads)
 }
 
 struct Layout {
-    size_t q_off, acc_off, ml_off, total;
+    size_t q_off, acc_off, ml_off, prefill_off, total;
 };
 
 size_t align256(size_t x) { return (x + 255) / 256 * 256; }
 
+// q [n, H, D], then for n == 1 the decode partials, for n > 1 the prefill workspace (attention_prefill.h).
 Layout layout(const GatedAttentionDims& d, int64_t n_tokens) {
     const int64_t splits = gated_attention_decode_splits(d);
     Layout L;
     L.q_off = 0;
     L.acc_off = align256(size_t(n_tokens * d.n_heads * d.head_dim) * sizeof(float));
-    L.ml_off = L.acc_off + align256(size_t(splits * d.n_heads * d.head_dim) * sizeof(float));
-    L.total = L.ml_off + align256(size_t(splits * d.n_heads * 2) * sizeof(float));
+    L.prefill_off = L.acc_off;
+    if (n_tokens > 1) {
+        L.ml_off = L.acc_off;
+        L.total = L.prefill_off + align256(detail::prefill_workspace_bytes(d, n_tokens));
+    } else {
+        L.ml_off = L.acc_off + align256(size_t(splits * d.n_heads * d.head_dim) * sizeof(float));
+        L.total = L.ml_off + align256(size_t(splits * d.n_heads * 2) * sizeof(float));
+    }
     return L;
 }
 
+// per_token: the n > 1 path of attn_split with one split per token (CUDA cores) instead of attention_prefill.
 template <int D>
 void launch(const GatedAttentionDims& d, const float* qg, const float* k, const float* v, const float* q_norm,
             const float* k_norm, float* Kc, float* Vc, const int32_t* pos0_dev, int64_t n, float* out, char* ws,
-            const Layout& L, cudaStream_t st) {
+            const Layout& L, cudaStream_t st, bool per_token) {
     const int H = static_cast<int>(d.n_heads), G = static_cast<int>(d.n_kv);
     RopeFreq rf{};
     rope_inv_freq(d.rot_dim, d.rope_theta, rf.inv_freq);
@@ -414,6 +424,10 @@ void launch(const GatedAttentionDims& d, const float* qg, const float* k, const 
                q_norm, k_norm, Kc, Vc, q_ws, pos0_dev, H, G, d.capacity, int(d.rot_dim / 2), int(d.gated ? 2 * D : D),
                rf, d.eps);
 
+    if (n > 1 && !per_token) {
+        detail::attention_prefill(d, q_ws, gate, Kc, Vc, pos0_dev, n, out, ws + L.prefill_off, st);
+        return;
+    }
     const int R = H / G, n_sub = (R + kRMax - 1) / kRMax;
     const int n_splits = n == 1 ? static_cast<int>(gated_attention_decode_splits(d)) : 1;
     const float q_scale = (d.score_mul / std::sqrt(static_cast<float>(D))) * kLog2e;
@@ -439,7 +453,10 @@ int64_t gated_attention_decode_splits(const GatedAttentionDims& d) {
 }
 
 size_t gated_attention_workspace_bytes(const GatedAttentionDims& d, int64_t max_tokens) {
-    return layout(d, max_tokens < 1 ? 1 : max_tokens).total;
+    // The prefill split partials (splits(n) · n rows) are not monotone in n: the largest over every n ≤ max.
+    size_t most = layout(d, 1).total;
+    for (int64_t n = 2; n <= max_tokens; ++n) most = std::max(most, layout(d, n).total);
+    return most;
 }
 
 bool gated_attention_head_dim_supported(int64_t D) {
@@ -453,10 +470,11 @@ Status check_kv_capacity(int64_t pos0, int64_t n, int64_t capacity) {
     return Status::ok();
 }
 
-void gated_attention_core(const GatedAttentionDims& d, const float* qg, const float* k, const float* v,
-                          const float* q_norm, const float* k_norm, float* K_cache, float* V_cache,
-                          const int32_t* pos0_dev, int64_t n, float* out, void* workspace, size_t workspace_bytes,
-                          cudaStream_t stream) {
+namespace {
+
+void core(const GatedAttentionDims& d, const float* qg, const float* k, const float* v, const float* q_norm,
+          const float* k_norm, float* K_cache, float* V_cache, const int32_t* pos0_dev, int64_t n, float* out,
+          void* workspace, size_t workspace_bytes, cudaStream_t stream, bool per_token) {
     EMBER_CHECK(d.n_kv > 0 && d.n_heads > 0 && d.n_heads % d.n_kv == 0, "n_heads %lld, n_kv %lld",
                 (long long)d.n_heads, (long long)d.n_kv);
     EMBER_CHECK(gated_attention_head_dim_supported(d.head_dim), "head_dim %lld (16, 32, 64, 96, 128 or 256)",
@@ -472,13 +490,42 @@ void gated_attention_core(const GatedAttentionDims& d, const float* qg, const fl
     EMBER_CHECK(workspace_bytes >= L.total, "attention workspace %zu bytes < %zu", workspace_bytes, L.total);
     char* ws = static_cast<char*>(workspace);
     switch (d.head_dim) {
-        case 16: launch<16>(d, qg, k, v, q_norm, k_norm, K_cache, V_cache, pos0_dev, n, out, ws, L, stream); break;
-        case 32: launch<32>(d, qg, k, v, q_norm, k_norm, K_cache, V_cache, pos0_dev, n, out, ws, L, stream); break;
-        case 64: launch<64>(d, qg, k, v, q_norm, k_norm, K_cache, V_cache, pos0_dev, n, out, ws, L, stream); break;
-        case 96: launch<96>(d, qg, k, v, q_norm, k_norm, K_cache, V_cache, pos0_dev, n, out, ws, L, stream); break;
-        case 128: launch<128>(d, qg, k, v, q_norm, k_norm, K_cache, V_cache, pos0_dev, n, out, ws, L, stream); break;
-        default: launch<256>(d, qg, k, v, q_norm, k_norm, K_cache, V_cache, pos0_dev, n, out, ws, L, stream); break;
+#define EMBER_ATTN_CASE(DIM)                                                                                    \
+    case DIM:                                                                                                  \
+        launch<DIM>(d, qg, k, v, q_norm, k_norm, K_cache, V_cache, pos0_dev, n, out, ws, L, stream, per_token); \
+        break;
+        EMBER_ATTN_CASE(16)
+        EMBER_ATTN_CASE(32)
+        EMBER_ATTN_CASE(64)
+        EMBER_ATTN_CASE(96)
+        EMBER_ATTN_CASE(128)
+        EMBER_ATTN_CASE(256)
+#undef EMBER_ATTN_CASE
     }
 }
+
+}  // namespace
+
+void gated_attention_core(const GatedAttentionDims& d, const float* qg, const float* k, const float* v,
+                          const float* q_norm, const float* k_norm, float* K_cache, float* V_cache,
+                          const int32_t* pos0_dev, int64_t n, float* out, void* workspace, size_t workspace_bytes,
+                          cudaStream_t stream) {
+    core(d, qg, k, v, q_norm, k_norm, K_cache, V_cache, pos0_dev, n, out, workspace, workspace_bytes, stream, false);
+}
+
+namespace detail {
+void gated_attention_core_per_token(const GatedAttentionDims& d, const float* qg, const float* k, const float* v,
+                                    const float* q_norm, const float* k_norm, float* K_cache, float* V_cache,
+                                    const int32_t* pos0_dev, int64_t n, float* out, void* workspace,
+                                    size_t workspace_bytes, cudaStream_t stream) {
+    core(d, qg, k, v, q_norm, k_norm, K_cache, V_cache, pos0_dev, n, out, workspace, workspace_bytes, stream, true);
+}
+const float* prefill_q(const GatedAttentionDims& d, int64_t n, const void* workspace) {
+    return reinterpret_cast<const float*>(static_cast<const char*>(workspace) + layout(d, n).q_off);
+}
+void* prefill_workspace(const GatedAttentionDims& d, int64_t n, void* workspace) {
+    return static_cast<char*>(workspace) + layout(d, n).prefill_off;
+}
+}  // namespace detail
 
 }  // namespace ember::cuda

@@ -21,12 +21,15 @@
 //      Decode (n == 1): gated_attention_decode_splits() splits are launched (fixed at capture time); from the
 //      live length T = pos0 + 1 (device) each block derives its range: chunk = max(64, ⌈T / splits⌉ rounded up
 //      to 32), blocks past T exit at once. When one split covers T it writes the gated output directly.
-//      Prefill (n > 1): one split per token (correct, not fast: O(n·T) K/V reads, mostly from L2).
+//      Prefill (n > 1) runs attention_prefill.h instead: flash attention on tensor cores (bf16 hi + lo, three
+//      products, fp32 accumulation) over a bf16 copy of the cache rows in the workspace, with its own splits and
+//      combine.
 //   3. combine (decode only, when > 1 split is live): merges (max, Σ, acc) of the splits, applies the gate.
 //
 // Measured on an H200 (AttentionCuda.Timing, graph replays of the three kernels, d = 256): decode 14-18 us up to
 // T = 4K (launch/latency bound); T = 40K: 59 us (8/2 heads, 2.8 TB/s of K+V) and 97 us (16/4, 3.4 TB/s);
-// T = 64K: 3.2 / 3.7 TB/s (copy bandwidth ≈ 4.3). Prefill n = 512: 134 us at pos0 = 0, 1.6 ms at pos0 = 4096 (8/2).
+// T = 64K: 3.2 / 3.7 TB/s (copy bandwidth ≈ 4.3). Prefill (AttentionPrefillCuda.DISABLED_Timing, 8/2 heads) n = 512:
+// 79 us at pos0 = 0, 259 us at pos0 = 4096 (the per-token kernel: 139 us, 1.66 ms); n = 8192 from 0: 3.06 ms.
 //
 // Capacity: the caller guarantees pos0 + n ≤ capacity (check_kv_capacity() on the host before the step; the
 // cache never grows on the device). The kernels do not trust it: a token whose position is outside
@@ -52,6 +55,9 @@ struct GatedAttentionDims {
     bool rope_interleaved = false;  // RoPE pairs (2j, 2j+1) (GGUF llama) instead of NeoX (j, j + rot/2)
     const float* freq_factors = nullptr;  // HOST array [rot_dim/2] or nullptr: angle / factor (ops/rope/rope.h)
     float score_mul = 1.f;          // scores q·k·d^-½·score_mul (layers/attention.h)
+    // Prefill (n > 1) product precision: false = fp32-faithful (bf16 hi + lo, three tensor-core products per
+    // product, rel. error ~2⁻¹⁶); true = one bf16 product (faster; rel. error ~2⁻⁹ in every score and weight).
+    bool prefill_bf16 = false;
 };
 
 // Key splits a decode step launches (a pure function of the dims: about 4 blocks per SM of an H200 at long
@@ -59,7 +65,8 @@ struct GatedAttentionDims {
 int64_t gated_attention_decode_splits(const GatedAttentionDims& d);
 
 // Workspace for calls with up to max_tokens tokens: q after norm/RoPE [max_tokens, n_heads, d] plus the decode
-// partials [splits, n_heads, d + 2] (fp32).
+// partials [splits, n_heads, d + 2] (fp32) or, for n > 1, the prefill's bf16 cache copy (2 · n_kv · capacity · d
+// · 4 bytes; half in bf16 mode) and its split partials (attention_prefill.h).
 size_t gated_attention_workspace_bytes(const GatedAttentionDims& d, int64_t max_tokens);
 
 // Head dims the kernels are built for (16, 32, 64, 96, 128, 256).
