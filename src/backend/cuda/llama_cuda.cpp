@@ -111,6 +111,7 @@ Status CudaLlama::init() {
     adims_.rope_interleaved = as.rope_style == RopeStyle::INTERLEAVED;
     adims_.freq_factors = as.freq_factors.empty() ? nullptr : as.freq_factors.data();
     adims_.score_mul = as.score_mul;
+    adims_.prefill_bf16 = opt_.prefill_precision == GemmPrecision::BF16;  // --prefill-precision bf16: attention too
     int64_t widest = std::max({c.hidden, 2 * c.ffn, (c.n_heads + 2 * c.n_kv) * c.head_dim});
     finish_init(widest, adims_.capacity);
     std::vector<const Weight*> dw{&head_};

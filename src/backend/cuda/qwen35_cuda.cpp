@@ -106,6 +106,7 @@ Status CudaQwen35::init() {
     adims_.n_heads = as.n_heads; adims_.n_kv = as.n_kv; adims_.head_dim = as.head_dim; adims_.rot_dim = as.rot_dim;
     adims_.rope_theta = as.rope_theta; adims_.eps = as.eps;
     adims_.capacity = std::min(opt_.context, c.max_position_embeddings);
+    adims_.prefill_bf16 = opt_.prefill_precision == GemmPrecision::BF16;  // --prefill-precision bf16: attention too
     int64_t widest = std::max({c.hidden_size, 2 * c.intermediate_size, 2 * c.num_attention_heads * c.head_dim,
                                c.conv_dim(), c.value_dim()});
     for (const auto& L : layers_) widest = std::max({widest, L.attn_in.rows, L.gdn_in.rows});
