@@ -1,0 +1,299 @@
+// Chunked GDN prefill, kernel 1 of 3 (gdn_chunked_cuda.h): per (chunk of 64 tokens, value head h), everything
+// that does not depend on the recurrent state — conv + SiLU, L2 norms, gates, the within-chunk decays, the Gram
+// matrices, (I + A)⁻¹ and the WY right-hand sides — written to the piece's workspace (layout: gdn_chunked.cuh).
+//
+// Block of 256 threads (8 warps), shared memory (DK = DV = 128: 142 KB):
+//   Qs, Ks [64][DK+4]  q, k of key head map(h) after conv + SiLU, then L2-normalised (q̂ scaled by dk^-0.5)
+//   Vs     [64][DV+8]  v of head h after conv + SiLU
+//   As, Ts [64][68]    A = strict_lower(β_i k̂_i·k̂_j D_ij), then (I + A)⁻¹
+// Row strides ≡ 4 (mod 32) for matrices read as MMA A operands or as [n][k] B operands, ≡ 8 for [k][n] B
+// operands: the fragment loads of a warp hit 32 distinct banks (the [k][n] use of Ks has 2-way conflicts).
+// Steps (one __syncthreads between each):
+//   1. conv + SiLU: item = (channel, 16 tokens), the K−1 older inputs from the previous chunk, piece or the conv
+//      state; gates g = −e^{A_log}·softplus(a + dt_bias), β = σ(b) (as the step kernel)
+//   2. L2 norms (one warp per row); γ = cumsum g in fp64 (a warp scan), so that γ_i − γ_j keeps its digits
+//   3. q̂, k̂ (one value head per key head writes them), e^γ and e^{γ_last − γ} to the workspace
+//   4. Gram products on tensor cores (gdn_mma.cuh): warps 0..7 = (16-row tile, K̂K̂ᵀ or Q̂K̂ᵀ), tiles on or below
+//      the diagonal only; epilogue: A (shared memory) and P = lower(Q̂K̂ᵀ ⊙ D) (workspace)
+//   5. (I + A)⁻¹ by blocked forward substitution on 16×16 blocks: the 4 diagonal blocks by 64 threads (one
+//      column each, 16 steps) while the others scale K̂ by β e^γ and V by β; then the block sub-diagonals
+//      d = 1, 2, 3: X_ij = −X_ii Σ_{j ≤ m < i} A_im X_mj (fp32 FMA)
+//   6. W = (I + A)⁻¹(β e^γ ⊙ K̂), U = (I + A)⁻¹(β ⊙ V) on tensor cores (k-steps stop at the diagonal)
+// Rows past the chunk's tokens are zeros everywhere (β = 0, g = 0), so the ragged last chunk needs no branch
+// in the later kernels. Warps are paired (rows 0 & 3, 1 & 2 of the triangle) on each SM sub-partition.
+#include <algorithm>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/pdl.cuh"
+#include "ops/gated_delta_rule/gdn_chunked.cuh"
+#include "ops/gated_delta_rule/gdn_cuda_device.cuh"
+#include "ops/gated_delta_rule/gdn_mma.cuh"
+
+namespace ember::cuda::gdn_chunked {
+
+namespace {
+
+using namespace gdn_detail;
+using namespace gdn_mma;
+
+constexpr int kThreads = 256;
+constexpr int LT = kBT + 4;  // stride of the 64×64 matrices
+
+template <int DK, int DV>
+constexpr size_t prep_smem_floats() {
+    // Qs, Ks | Vs | As, Ts | Ys [3][256] | g, β, βe^γ [64] | γ [64] fp64
+    return 2 * kBT * (DK + 4) + kBT * (DV + 8) + 2 * kBT * LT + 3 * 256 + 3 * kBT + 2 * kBT;
+}
+
+// Warp → 16-row tile of a 64-row triangular product, rows (0, 3) and (1, 2) on one sub-partition (warp % 4).
+__device__ __forceinline__ int balanced_tile(int warp) { return warp < 4 ? (warp & 1) : 3 - (warp & 1); }
+
+template <int DK, int DV>
+__global__ void __launch_bounds__(kThreads, 1) gdn_prep_kernel(const GdnDecodeArgs p, const Piece pc) {
+    pdl_trigger();
+    pdl_wait();
+    constexpr int LQ = DK + 4, LV = DV + 8;
+    extern __shared__ float4 smem4[];
+    float* Qs = reinterpret_cast<float*>(smem4);
+    float* Ks = Qs + kBT * LQ;
+    float* Vs = Ks + kBT * LQ;
+    float* As = Vs + kBT * LV;
+    float* Ts = As + kBT * LT;
+    float* Ys = Ts + kBT * LT;  // [3][16][16] block products of step 5
+    float* gs = Ys + 3 * 256;   // g
+    float* bs = gs + kBT;       // β
+    float* ebs = bs + kBT;      // β e^γ
+    double* gam = reinterpret_cast<double*>(ebs + kBT);  // γ (offset is a multiple of 4 floats)
+
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int n = blockIdx.x, h = blockIdx.y;
+    const GdnShape& s = p.shape;
+    const int nk = static_cast<int>(s.nk), nv = static_cast<int>(s.nv), dk = static_cast<int>(s.dk),
+              dv = static_cast<int>(s.dv), K = p.K;
+    const int kh = key_head_of(s, h);
+    const int64_t kd = static_cast<int64_t>(nk) * dk, C = 2 * kd + static_cast<int64_t>(nv) * dv;
+    const int64_t tc0 = pc.t0 + static_cast<int64_t>(n) * kBT;                          // chunk's first token
+    const int c = static_cast<int>(std::min<int64_t>(kBT, pc.T - static_cast<int64_t>(n) * kBT));  // its tokens
+
+    // ---- 1. conv + SiLU (w[3] multiplies the current token; taps before a K < 4 kernel are 0) ----
+    const int nch = 2 * dk + dv;
+    for (int item = tid; item < 4 * nch; item += kThreads) {
+        const int ch = item % nch, i0 = 16 * (item / nch);
+        int64_t cg;
+        float* dst;
+        int ld;
+        if (ch < dk) {
+            cg = static_cast<int64_t>(kh) * dk + ch, dst = Qs + ch, ld = LQ;
+        } else if (ch < 2 * dk) {
+            cg = kd + static_cast<int64_t>(kh) * dk + (ch - dk), dst = Ks + (ch - dk), ld = LQ;
+        } else {
+            cg = 2 * kd + static_cast<int64_t>(h) * dv + (ch - 2 * dk), dst = Vs + (ch - 2 * dk), ld = LV;
+        }
+        if (i0 >= c) {  // past the last token (ragged last chunk): zero rows, nothing to load
+            for (int i = 0; i < 16; ++i) dst[(i0 + i) * ld] = 0.f;
+            continue;
+        }
+        float w[4];
+#pragma unroll
+        for (int j = 0; j < 4; ++j) w[j] = j >= 4 - K ? __ldg(p.conv_w + cg * K + j - (4 - K)) : 0.f;
+        const int64_t tg0 = tc0 + i0;
+        auto X = [&](int64_t tg) -> float {  // row tg of [conv_state ; qkv] (tg < 0: the state), 0 before it
+            return tg >= 0 ? __ldg(p.qkv + tg * C + cg)
+                           : (tg >= -(K - 1) ? __ldcg(p.conv_state + (K - 1 + tg) * C + cg) : 0.f);
+        };
+        float x0 = X(tg0 - 3), x1 = X(tg0 - 2), x2 = X(tg0 - 1);
+#pragma unroll 4
+        for (int i = 0; i < 16; ++i) {
+            float out = 0.f;
+            if (i0 + i < c) {
+                const float x3 = __ldg(p.qkv + (tg0 + i) * C + cg);
+                out = silu(fmaf(w[0], x0, fmaf(w[1], x1, fmaf(w[2], x2, w[3] * x3))));
+                x0 = x1, x1 = x2, x2 = x3;
+            }
+            dst[(i0 + i) * ld] = out;
+        }
+    }
+    for (int e = tid; e < kBT * (DK - dk); e += kThreads) {  // padding columns
+        const int i = e / (DK - dk), d = dk + e % (DK - dk);
+        Qs[i * LQ + d] = 0.f;
+        Ks[i * LQ + d] = 0.f;
+    }
+    for (int e = tid; e < kBT * (DV - dv); e += kThreads) Vs[(e / (DV - dv)) * LV + dv + e % (DV - dv)] = 0.f;
+    if (tid < kBT) {  // gates (accurate functions, as the step kernel); tokens past the chunk: g = 0, β = 0
+        float g = 0.f, beta = 0.f;
+        if (tid < c) {
+            const int64_t t = tc0 + tid;
+            const float xg = __ldg(p.a + t * nv + h) + __ldg(p.dt_bias + h);
+            g = -expf(__ldg(p.A_log + h)) * (xg > 20.f ? xg : log1pf(expf(xg)));
+            beta = 1.0f / (1.0f + expf(-__ldg(p.b + t * nv + h)));
+        }
+        gs[tid] = g;
+        bs[tid] = beta;
+    }
+    __syncthreads();
+
+    // ---- 2. L2 norms: rows 0..63 of Qs, then of Ks, 16 per warp; γ = cumsum g (fp64 warp scan) ----
+    const float q_scale = 1.0f / sqrtf(static_cast<float>(dk));
+    for (int rr = 0; rr < 16; ++rr) {
+        const int row = warp * 16 + rr;
+        float* x = row < kBT ? Qs + row * LQ : Ks + (row - kBT) * LQ;
+        float ss = 0.f;
+#pragma unroll
+        for (int d = lane; d < DK; d += 32) ss = fmaf(x[d], x[d], ss);
+        ss = warp_sum(ss);
+        const float f = rsqrtf(ss + kL2Eps) * (row < kBT ? q_scale : 1.0f);
+#pragma unroll
+        for (int d = lane; d < DK; d += 32) x[d] *= f;
+    }
+    if (warp == 0) {
+        double a0 = gs[lane], a1 = gs[lane + 32];
+#pragma unroll
+        for (int o = 1; o < 32; o <<= 1) {
+            const double y0 = __shfl_up_sync(0xffffffffu, a0, o), y1 = __shfl_up_sync(0xffffffffu, a1, o);
+            if (lane >= o) a0 += y0, a1 += y1;
+        }
+        a1 += __shfl_sync(0xffffffffu, a0, 31);
+        gam[lane] = a0;
+        gam[lane + 32] = a1;
+    }
+    __syncthreads();
+
+    // ---- 3. q̂, k̂ (by the first value head of the key head), e^γ, e^{γ_last − γ}, βe^γ ----
+    const int64_t hn = static_cast<int64_t>(h) * pc.nc + n;  // (value head, chunk) index
+    if (tid < kBT) {
+        const float eg = expf(static_cast<float>(gam[tid]));
+        float* gate = pc.ws.gate + hn * 2 * kBT;
+        __stcg(gate + tid, eg);
+        __stcg(gate + kBT + tid, expf(static_cast<float>(gam[kBT - 1] - gam[tid])));
+        ebs[tid] = bs[tid] * eg;
+    }
+    if (s.map == KeyHeadMap::GROUPED ? h % (nv / nk) == 0 : h < nk) {
+        const int64_t kn = (static_cast<int64_t>(kh) * pc.nc + n) * kBT * DK;
+        for (int e = tid; e < kBT * DK / 4; e += kThreads) {
+            const int i = e / (DK / 4), d = 4 * (e % (DK / 4));
+            __stcg(reinterpret_cast<float4*>(pc.ws.q + kn + i * DK + d), *reinterpret_cast<const float4*>(Qs + i * LQ + d));
+            __stcg(reinterpret_cast<float4*>(pc.ws.k + kn + i * DK + d), *reinterpret_cast<const float4*>(Ks + i * LQ + d));
+        }
+    }
+
+    // ---- 4. K̂K̂ᵀ → A and Q̂K̂ᵀ → P, lower tiles only ----
+    {
+        const int mi = balanced_tile(warp), which = (warp >> 1) & 1, nt = 2 * (mi + 1);
+        Acc<1, 8> acc;
+        zero(acc);
+        const RowMajor Am{which ? Qs : Ks, LQ};
+        const ColMajor Bm{Ks, LQ};  // B(d, j) = k̂_j[d]
+#pragma unroll 4
+        for (int k0 = 0; k0 < DK; k0 += 8) mma3_kstep<1, 8>(acc, acc, Am, Bm, 16 * mi, 0, k0, nt);
+        float* P = pc.ws.p + hn * kBT * kBT;
+#pragma unroll
+        for (int ni = 0; ni < 8; ++ni) {
+            if (ni >= nt) break;
+#pragma unroll
+            for (int r = 0; r < 4; ++r) {
+                const int i = 16 * mi + acc_row(0, r), j = acc_col(ni, r);
+                const float D = j <= i ? expf(static_cast<float>(gam[i] - gam[j])) : 0.f;  // D = 0 above
+                if (which == 0) As[i * LT + j] = j < i ? bs[i] * acc[0][ni][r] * D : 0.f;
+                else __stcg(P + i * kBT + j, acc[0][ni][r] * D);
+            }
+        }
+    }
+    __syncthreads();
+
+    // ---- 5. Ts = (I + A)⁻¹, blocked; meanwhile the right-hand sides β e^γ K̂ and β V (in place) ----
+    if (tid < 64) {  // diagonal block b, column cc: x = (I + A_bb)⁻¹ e_cc by forward substitution
+        const int b = tid >> 4, cc = tid & 15;
+        const float* Ab = As + 16 * b * LT + 16 * b;
+        float x[16];
+#pragma unroll
+        for (int rr = 0; rr < 16; ++rr) {
+            float sum = 0.f;
+#pragma unroll
+            for (int m = 0; m < rr; ++m) sum = fmaf(Ab[rr * LT + m], x[m], sum);
+            x[rr] = rr < cc ? 0.f : (rr == cc ? 1.f : -sum);
+        }
+#pragma unroll
+        for (int rr = 0; rr < 16; ++rr) Ts[(16 * b + rr) * LT + 16 * b + cc] = x[rr];
+    } else {
+        for (int e = tid - 64; e < kBT * DK; e += kThreads - 64) Ks[(e / DK) * LQ + e % DK] *= ebs[e / DK];
+        for (int e = tid - 64; e < kBT * DV; e += kThreads - 64) Vs[(e / DV) * LV + e % DV] *= bs[e / DV];
+    }
+    __syncthreads();
+    for (int d = 1; d < 4; ++d) {  // blocks (i, j = i − d): Y = Σ_{j ≤ m < i} A_im X_mj, then X_ij = −X_ii Y
+        const int nb = 4 - d;
+        for (int e = tid; e < nb * 256; e += kThreads) {
+            const int j = e >> 8, rr = (e >> 4) & 15, cc = e & 15, i = j + d;
+            float y = 0.f;
+            for (int m = 16 * j; m < 16 * i; ++m) y = fmaf(As[(16 * i + rr) * LT + m], Ts[m * LT + 16 * j + cc], y);
+            Ys[e] = y;
+        }
+        __syncthreads();
+        for (int e = tid; e < nb * 256; e += kThreads) {
+            const int j = e >> 8, rr = (e >> 4) & 15, cc = e & 15, i = j + d;
+            float x = 0.f;
+            for (int m = 0; m <= rr; ++m) x = fmaf(Ts[(16 * i + rr) * LT + 16 * i + m], Ys[(j << 8) + m * 16 + cc], x);
+            Ts[(16 * i + rr) * LT + 16 * j + cc] = -x;
+        }
+        __syncthreads();
+    }
+
+    // ---- 6. W = Ts·(βe^γ ⊙ K̂) [64, DK] and U = Ts·(β ⊙ V) [64, DV]; warp = (16-row tile, column half) ----
+    {
+        const int mi = balanced_tile(warp), nh = (warp >> 1) & 1, ks = 2 * (mi + 1);
+        const RowMajor Tm{Ts, LT};
+        {
+            constexpr int NT = DK / 16;
+            Acc<1, NT> acc;
+            zero(acc);
+            for (int kk = 0; kk < ks; ++kk) mma3_kstep<1, NT>(acc, acc, Tm, RowMajor{Ks, LQ}, 16 * mi, nh * DK / 2, 8 * kk);
+            float* W = pc.ws.w + hn * kBT * DK;
+#pragma unroll
+            for (int ni = 0; ni < NT; ++ni)
+#pragma unroll
+                for (int r = 0; r < 4; ++r)
+                    __stcg(W + (16 * mi + acc_row(0, r)) * DK + nh * DK / 2 + acc_col(ni, r), acc[0][ni][r]);
+        }
+        {
+            constexpr int NT = DV / 16;
+            Acc<1, NT> acc;
+            zero(acc);
+            for (int kk = 0; kk < ks; ++kk) mma3_kstep<1, NT>(acc, acc, Tm, RowMajor{Vs, LV}, 16 * mi, nh * DV / 2, 8 * kk);
+            float* U = pc.ws.u + hn * kBT * DV;
+#pragma unroll
+            for (int ni = 0; ni < NT; ++ni)
+#pragma unroll
+                for (int r = 0; r < 4; ++r)
+                    __stcg(U + (16 * mi + acc_row(0, r)) * DV + nh * DV / 2 + acc_col(ni, r), acc[0][ni][r]);
+        }
+    }
+}
+
+template <int DK, int DV>
+void launch_prep_t(const GdnDecodeArgs& a, const Piece& pc, cudaStream_t st) {
+    auto kernel = gdn_prep_kernel<DK, DV>;
+    constexpr size_t smem = prep_smem_floats<DK, DV>() * sizeof(float);
+    static const bool attr_set = [&] {  // once per instance (single-device process)
+        CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+        return true;
+    }();
+    (void)attr_set;
+    launch_pdl(kernel, dim3(static_cast<unsigned>(pc.nc), static_cast<unsigned>(a.shape.nv)), dim3(kThreads), smem,
+               st, 0u, a, pc);
+}
+
+}  // namespace
+
+void launch_prep(const GdnDecodeArgs& a, const Piece& pc, cudaStream_t st) {
+    const int DK = padded_dk(a.shape.dk), DV = padded_dv(a.shape.dv);
+    if (DK == 64) {
+        if (DV == 32) launch_prep_t<64, 32>(a, pc, st);
+        else if (DV == 64) launch_prep_t<64, 64>(a, pc, st);
+        else launch_prep_t<64, 128>(a, pc, st);
+    } else {
+        if (DV == 32) launch_prep_t<128, 32>(a, pc, st);
+        else if (DV == 64) launch_prep_t<128, 64>(a, pc, st);
+        else launch_prep_t<128, 128>(a, pc, st);
+    }
+}
+
+}  // namespace ember::cuda::gdn_chunked

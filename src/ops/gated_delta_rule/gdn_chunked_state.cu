@@ -1,0 +1,191 @@
+// Chunked GDN prefill, kernel 2 of 3 (gdn_chunked_cuda.h): the only sequential part. Per (column block of CB
+// columns, value head h) — columns of S evolve independently — the chunks of the piece in order:
+//   S_n → workspace (for the output kernel)
+//   U' = U − W S_n                      (tensor cores, rows = 64 tokens, K = DK)  → workspace, over U
+//   S ← e^{γ_last} S + K̂ᵀ (e^{γ_last − γ} ⊙ U')   (tensor cores, rows = DK, K = 64 tokens)
+// The state lives in registers (the accumulators of the second product; a copy in shared memory is the B
+// operand of the first). Block of 128 threads (4 warps): warp w owns token rows [16w, 16w + 16) of U' and state
+// rows [w·DK/4, (w+1)·DK/4). W, U and the gate factors of chunk n+1 are copied (cp.async) while the second product
+// of chunk n runs, K̂ of chunk n+1 while the first product of chunk n+1 runs: 3 __syncthreads per chunk.
+// Both products keep the big·big and the correction terms in separate accumulators (two dependency chains per
+// tile: this kernel is latency-bound). Shared memory, DK = 128: 94 KB (CB = 16) / 110 KB (CB = 32): 2 blocks
+// per SM fit, so the 192 blocks of a 27B layer (nv = 48, CB = 32) run in one wave.
+#include <cstdlib>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/pdl.cuh"
+#include "ops/gated_delta_rule/gdn_chunked.cuh"
+#include "ops/gated_delta_rule/gdn_mma.cuh"
+
+namespace ember::cuda::gdn_chunked {
+
+namespace {
+
+using namespace gdn_mma;
+
+constexpr int kThreads = 128;
+
+template <int DK, int CB>
+constexpr size_t state_smem_floats() {
+    // Ws [64][DK+4] | Ks [64][DK+8] | Us, Ups [64][CB+8] | Ss [DK][CB+8] | gate [2][64]
+    return kBT * (DK + 4) + kBT * (DK + 8) + 2 * kBT * (CB + 8) + DK * (CB + 8) + 2 * kBT;
+}
+
+template <int DK, int CB>
+__global__ void __launch_bounds__(kThreads, 1) gdn_state_kernel(const GdnDecodeArgs p, const Piece pc, const int DV) {
+    pdl_trigger();
+    pdl_wait();
+    constexpr int LW = DK + 4, LK = DK + 8, LC = CB + 8;
+    constexpr int MT = DK / 64, NT = CB / 8;  // state tiles per warp: MT × 16 rows, NT × 8 columns
+    extern __shared__ float4 smem4[];
+    float* Ws = reinterpret_cast<float*>(smem4);
+    float* Ks = Ws + kBT * LW;
+    float* Us = Ks + kBT * LK;
+    float* Ups = Us + kBT * LC;
+    float* Ss = Ups + kBT * LC;
+    float* gts = Ss + DK * LC;  // e^γ [64] | e^{γ_last − γ} [64]
+
+    const int tid = threadIdx.x, warp = tid >> 5;
+    const int h = blockIdx.y, col0 = blockIdx.x * CB;
+    const GdnShape& s = p.shape;
+    const int dk = static_cast<int>(s.dk), dv = static_cast<int>(s.dv), kh = key_head_of(s, h);
+    const int r0 = warp * (DK / 4);  // first state row of this warp
+
+    // state block → registers (and Ss); zeros past dk / dv
+    Acc<MT, NT> S_hi, S_lo;
+    float* Sg = p.S + static_cast<int64_t>(h) * dk * dv;
+#pragma unroll
+    for (int mi = 0; mi < MT; ++mi)
+#pragma unroll
+        for (int ni = 0; ni < NT; ++ni)
+#pragma unroll
+            for (int r = 0; r < 4; ++r) {
+                const int row = r0 + acc_row(mi, r), col = acc_col(ni, r);
+                const float v = row < dk && col0 + col < dv ? __ldcg(Sg + static_cast<int64_t>(row) * dv + col0 + col) : 0.f;
+                S_hi[mi][ni][r] = v;
+                S_lo[mi][ni][r] = 0.f;
+                Ss[row * LC + col] = v;
+            }
+
+    auto issue_wu = [&](int n) {  // W, U (this block's columns) and the gate factors of chunk n
+        const int64_t hn = static_cast<int64_t>(h) * pc.nc + n;
+        copy_tile_async(Ws, LW, pc.ws.w + hn * kBT * DK, DK, kBT, DK, tid, kThreads);
+        copy_tile_async(Us, LC, pc.ws.u + hn * kBT * DV + col0, DV, kBT, CB, tid, kThreads);
+        copy_tile_async(gts, kBT, pc.ws.gate + hn * 2 * kBT, kBT, 2, kBT, tid, kThreads);
+        cp_async_commit();
+    };
+    auto issue_k = [&](int n) {  // K̂ of chunk n
+        copy_tile_async(Ks, LK, pc.ws.k + (static_cast<int64_t>(kh) * pc.nc + n) * kBT * DK, DK, kBT, DK, tid, kThreads);
+        cp_async_commit();
+    };
+    issue_wu(0);
+    issue_k(0);
+
+    for (int n = 0; n < pc.nc; ++n) {
+        const int64_t hn = static_cast<int64_t>(h) * pc.nc + n;
+        cp_async_wait<1>();  // W, U, gates of chunk n (K̂ may still be in flight)
+        __syncthreads();     // [A] (also: Ss holds S_n)
+
+        float* Sn = pc.ws.s + hn * DK * DV + col0;  // S_n for the output kernel
+#pragma unroll
+        for (int mi = 0; mi < MT; ++mi)
+#pragma unroll
+            for (int ni = 0; ni < NT; ++ni)
+#pragma unroll
+                for (int r = 0; r < 4; r += 2)
+                    __stcg(reinterpret_cast<float2*>(Sn + (r0 + acc_row(mi, r)) * DV + acc_col(ni, r)),
+                           make_float2(S_hi[mi][ni][r] + S_lo[mi][ni][r], S_hi[mi][ni][r + 1] + S_lo[mi][ni][r + 1]));
+
+        // U' = U − W S_n (rows 16·warp ..)
+        Acc<1, NT> x_hi, x_lo;
+        zero(x_hi);
+        zero(x_lo);
+#pragma unroll 4
+        for (int k0 = 0; k0 < DK; k0 += 8) mma3_kstep<1, NT>(x_hi, x_lo, RowMajor{Ws, LW}, RowMajor{Ss, LC}, 16 * warp, 0, k0);
+        float* Ug = pc.ws.u + hn * kBT * DV + col0;
+#pragma unroll
+        for (int ni = 0; ni < NT; ++ni)
+#pragma unroll
+            for (int r = 0; r < 4; r += 2) {
+                const int i = 16 * warp + acc_row(0, r), col = acc_col(ni, r);
+                const float u0 = Us[i * LC + col] - (x_hi[0][ni][r] + x_lo[0][ni][r]);
+                const float u1 = Us[i * LC + col + 1] - (x_hi[0][ni][r + 1] + x_lo[0][ni][r + 1]);
+                __stcg(reinterpret_cast<float2*>(Ug + i * DV + col), make_float2(u0, u1));
+                const float f = gts[kBT + i];
+                Ups[i * LC + col] = f * u0;
+                Ups[i * LC + col + 1] = f * u1;
+            }
+        const float eg_last = gts[kBT - 1];
+        cp_async_wait<0>();  // K̂ of chunk n
+        __syncthreads();     // [B] Ups complete; Ws, Us, gts free
+        if (n + 1 < pc.nc) issue_wu(n + 1);
+
+        // S ← e^{γ_last} S + K̂ᵀ Ups (rows r0 ..)
+#pragma unroll
+        for (int mi = 0; mi < MT; ++mi)
+#pragma unroll
+            for (int ni = 0; ni < NT; ++ni)
+#pragma unroll
+                for (int r = 0; r < 4; ++r) {
+                    S_hi[mi][ni][r] = eg_last * (S_hi[mi][ni][r] + S_lo[mi][ni][r]);
+                    S_lo[mi][ni][r] = 0.f;
+                }
+#pragma unroll
+        for (int k0 = 0; k0 < kBT; k0 += 8) mma3_kstep<MT, NT>(S_hi, S_lo, ColMajor{Ks, LK}, RowMajor{Ups, LC}, r0, 0, k0);
+#pragma unroll
+        for (int mi = 0; mi < MT; ++mi)
+#pragma unroll
+            for (int ni = 0; ni < NT; ++ni)
+#pragma unroll
+                for (int r = 0; r < 4; ++r)
+                    Ss[(r0 + acc_row(mi, r)) * LC + acc_col(ni, r)] = S_hi[mi][ni][r] + S_lo[mi][ni][r];
+        __syncthreads();  // [C] Ss holds S_{n+1}; Ks and Ups free
+        if (n + 1 < pc.nc) issue_k(n + 1);
+    }
+
+    // final state of the piece → S
+#pragma unroll
+    for (int mi = 0; mi < MT; ++mi)
+#pragma unroll
+        for (int ni = 0; ni < NT; ++ni)
+#pragma unroll
+            for (int r = 0; r < 4; ++r) {
+                const int row = r0 + acc_row(mi, r), col = col0 + acc_col(ni, r);
+                if (row < dk && col < dv) __stcg(Sg + static_cast<int64_t>(row) * dv + col, S_hi[mi][ni][r] + S_lo[mi][ni][r]);
+            }
+}
+
+template <int DK, int CB>
+void launch_state_t(const GdnDecodeArgs& a, const Piece& pc, cudaStream_t st) {
+    auto kernel = gdn_state_kernel<DK, CB>;
+    constexpr size_t smem = state_smem_floats<DK, CB>() * sizeof(float);
+    static const bool attr_set = [&] {  // once per instance (single-device process)
+        CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+        return true;
+    }();
+    (void)attr_set;
+    const int DV = padded_dv(a.shape.dv);
+    launch_pdl(kernel, dim3(static_cast<unsigned>(DV / CB), static_cast<unsigned>(a.shape.nv)), dim3(kThreads), smem,
+               st, 0u, a, pc, DV);
+}
+
+}  // namespace
+
+int state_columns(const GdnShape& s) {
+    static const int forced = [] {
+        const char* e = std::getenv("EMBER_GDN_CB");
+        return e ? std::atoi(e) : 0;
+    }();
+    const int DV = padded_dv(s.dv);
+    if (forced == 16 || forced == 32) return forced;
+    // 32-column blocks once they give ≥ 96 blocks (9B: 128, 27B: 192 at 2 per SM), else 16 (2B: 128 blocks)
+    return s.nv * (DV / 32) >= 96 ? 32 : 16;
+}
+
+void launch_state(const GdnDecodeArgs& a, const Piece& pc, int cb, cudaStream_t st) {
+    const int DK = padded_dk(a.shape.dk);
+    if (DK == 64) cb == 16 ? launch_state_t<64, 16>(a, pc, st) : launch_state_t<64, 32>(a, pc, st);
+    else cb == 16 ? launch_state_t<128, 16>(a, pc, st) : launch_state_t<128, 32>(a, pc, st);
+}
+
+}  // namespace ember::cuda::gdn_chunked
