@@ -75,43 +75,50 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_prep_kernel(const GdnDecodeAr
     const int64_t tc0 = pc.t0 + static_cast<int64_t>(n) * kBT;                          // chunk's first token
     const int c = static_cast<int>(std::min<int64_t>(kBT, pc.T - static_cast<int64_t>(n) * kBT));  // its tokens
 
-    // ---- 1. conv + SiLU (w[3] multiplies the current token; taps before a K < 4 kernel are 0) ----
+    // ---- 1. conv + SiLU (w[3] multiplies the current token; taps before a K < 4 kernel are 0). An item is
+    // (channel, 16 tokens); a thread loads the 19 inputs of two items before using any (latency-bound) ----
     const int nch = 2 * dk + dv;
-    for (int item = tid; item < 4 * nch; item += kThreads) {
-        const int ch = item % nch, i0 = 16 * (item / nch);
-        int64_t cg;
-        float* dst;
-        int ld;
+    struct Item {
+        int64_t cg;   // conv channel
+        float* dst;   // output column (row stride ld)
+        int ld, i0;   // first row
+        float x[19];  // inputs of rows i0 − 3 .. i0 + 15 (0 past the chunk's tokens)
+    };
+    auto load = [&](int item, Item& it) {
+        const int ch = item % nch;
+        it.i0 = 16 * (item / nch);
         if (ch < dk) {
-            cg = static_cast<int64_t>(kh) * dk + ch, dst = Qs + ch, ld = LQ;
+            it.cg = static_cast<int64_t>(kh) * dk + ch, it.dst = Qs + ch, it.ld = LQ;
         } else if (ch < 2 * dk) {
-            cg = kd + static_cast<int64_t>(kh) * dk + (ch - dk), dst = Ks + (ch - dk), ld = LQ;
+            it.cg = kd + static_cast<int64_t>(kh) * dk + (ch - dk), it.dst = Ks + (ch - dk), it.ld = LQ;
         } else {
-            cg = 2 * kd + static_cast<int64_t>(h) * dv + (ch - 2 * dk), dst = Vs + (ch - 2 * dk), ld = LV;
+            it.cg = 2 * kd + static_cast<int64_t>(h) * dv + (ch - 2 * dk), it.dst = Vs + (ch - 2 * dk), it.ld = LV;
         }
-        if (i0 >= c) {  // past the last token (ragged last chunk): zero rows, nothing to load
-            for (int i = 0; i < 16; ++i) dst[(i0 + i) * ld] = 0.f;
-            continue;
+        const int64_t tg0 = tc0 + it.i0;
+#pragma unroll
+        for (int j = 0; j < 19; ++j) {
+            const int64_t tg = tg0 - 3 + j;  // token; < 0: a row of the conv state (none before it)
+            const bool ok = it.i0 + j - 3 < c && tg >= -(K - 1);
+            it.x[j] = !ok ? 0.f : tg >= 0 ? __ldg(p.qkv + tg * C + it.cg) : __ldcg(p.conv_state + (K - 1 + tg) * C + it.cg);
         }
+    };
+    auto store = [&](const Item& it) {
         float w[4];
 #pragma unroll
-        for (int j = 0; j < 4; ++j) w[j] = j >= 4 - K ? __ldg(p.conv_w + cg * K + j - (4 - K)) : 0.f;
-        const int64_t tg0 = tc0 + i0;
-        auto X = [&](int64_t tg) -> float {  // row tg of [conv_state ; qkv] (tg < 0: the state), 0 before it
-            return tg >= 0 ? __ldg(p.qkv + tg * C + cg)
-                           : (tg >= -(K - 1) ? __ldcg(p.conv_state + (K - 1 + tg) * C + cg) : 0.f);
-        };
-        float x0 = X(tg0 - 3), x1 = X(tg0 - 2), x2 = X(tg0 - 1);
-#pragma unroll 4
+        for (int j = 0; j < 4; ++j) w[j] = j >= 4 - K ? __ldg(p.conv_w + it.cg * K + j - (4 - K)) : 0.f;
+#pragma unroll
         for (int i = 0; i < 16; ++i) {
-            float out = 0.f;
-            if (i0 + i < c) {
-                const float x3 = __ldg(p.qkv + (tg0 + i) * C + cg);
-                out = silu(fmaf(w[0], x0, fmaf(w[1], x1, fmaf(w[2], x2, w[3] * x3))));
-                x0 = x1, x1 = x2, x2 = x3;
-            }
-            dst[(i0 + i) * ld] = out;
+            const float acc = fmaf(w[0], it.x[i], fmaf(w[1], it.x[i + 1], fmaf(w[2], it.x[i + 2], w[3] * it.x[i + 3])));
+            it.dst[(it.i0 + i) * it.ld] = it.i0 + i < c ? silu(acc) : 0.f;
         }
+    };
+    for (int item = tid; item < 4 * nch; item += 2 * kThreads) {
+        Item a, b;
+        const bool two = item + kThreads < 4 * nch;
+        load(item, a);
+        if (two) load(item + kThreads, b);
+        store(a);
+        if (two) store(b);
     }
     for (int e = tid; e < kBT * (DK - dk); e += kThreads) {  // padding columns
         const int i = e / (DK - dk), d = dk + e % (DK - dk);

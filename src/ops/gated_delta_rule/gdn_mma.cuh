@@ -1,9 +1,10 @@
 // fp32-faithful tensor-core products for the chunked GDN kernels (gdn_chunked_*.cu): mma.sync m16n8k8 TF32 with
 // each operand split into big + small TF32 parts, plus cp.async copies of tiles into shared memory. CUDA only.
 //
-// x = big + small + O(2⁻²²|x|) with big = tf32(x), small = tf32(x − big) (x − big is exact in fp32); then
-// a·b ≈ big_a·big_b + big_a·small_b + small_a·big_b, the dropped small·small term and the roundings ≈ 2⁻²¹|ab|,
-// summed in the fp32 accumulators (the "3xTF32" scheme). Small terms go first into their own accumulator.
+// x = big + small + O(2⁻²³|x|) with big = tf32(x) (round to nearest) and small = x − big (exact in fp32, read as
+// TF32 by the tensor core); then a·b ≈ big_a·big_b + big_a·small_b + small_a·big_b: the dropped small·small term
+// and the truncations ≈ 2⁻²²|ab|, summed in the fp32 accumulators (the "3xTF32" scheme). The correction products
+// go into their own accumulator (`lo`) or, when the caller passes the same one twice, first.
 //
 // Fragment layouts of m16n8k8 (PTX ISA, g = lane / 4, t = lane % 4):
 //   A 16×8:  a[r] = A(g + 8·(r & 1), t + 4·(r >> 1))     B 8×8:  b[r] = B(t + 4·r, g)
@@ -17,15 +18,12 @@
 
 namespace ember::cuda::gdn_mma {
 
-__device__ __forceinline__ uint32_t tf32_bits(float x) {
-    uint32_t r;
-    asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(x));
-    return r;
-}
-
+// big = x rounded to TF32 (nearest, ties away: what cvt.rna.tf32.f32 gives for finite x, in 2 integer ops instead
+// of its ~4 with the inf/NaN guard); small = x − big exactly, passed as fp32 bits: the tensor core reads the top
+// 19 bits of each operand, i.e. truncates small to TF32 — an error ≤ 2⁻¹¹|small| ≤ 2⁻²³|x|.
 __device__ __forceinline__ void split_tf32(float x, uint32_t& big, uint32_t& small) {
-    big = tf32_bits(x);
-    small = tf32_bits(x - __uint_as_float(big));
+    big = (__float_as_uint(x) + 0x1000u) & 0xffffe000u;
+    small = __float_as_uint(x - __uint_as_float(big));
 }
 
 __device__ __forceinline__ void mma_tf32(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
