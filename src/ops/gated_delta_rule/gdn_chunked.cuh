@@ -5,7 +5,10 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <utility>
 
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/pdl.cuh"
 #include "ops/gated_delta_rule/gdn_cuda.h"
 
 namespace ember::cuda::gdn_chunked {
@@ -58,6 +61,28 @@ struct Piece {
 __host__ __device__ inline int key_head_of(const GdnShape& s, int h) {
     const int r = static_cast<int>(s.nv / s.nk), nk = static_cast<int>(s.nk);
     return s.map == KeyHeadMap::GROUPED ? h / r : h % nk;
+}
+
+// f.template operator()<DK, DV>() for the shape's padded head dims (the kernels' template instances).
+template <class F>
+void with_padded_dims(const GdnShape& s, F&& f) {
+    const int DK = padded_dk(s.dk), DV = padded_dv(s.dv);
+    if (DK == 64)
+        DV == 32 ? f.template operator()<64, 32>() : DV == 64 ? f.template operator()<64, 64>() : f.template operator()<64, 128>();
+    else
+        DV == 32 ? f.template operator()<128, 32>() : DV == 64 ? f.template operator()<128, 64>() : f.template operator()<128, 128>();
+}
+
+// Kernel<<<grid, block, smem, st>>>(args...) under programmatic dependent launch (launch_pdl), its dynamic shared
+// memory limit raised to smem once (one size per kernel instance; single-device process).
+template <auto Kernel, class... A>
+void launch_with_smem(dim3 grid, dim3 block, size_t smem, cudaStream_t st, A&&... args) {
+    static const bool attr_set = [&] {
+        CUDA_CHECK(cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+        return true;
+    }();
+    (void)attr_set;
+    launch_pdl(Kernel, grid, block, smem, st, 0u, std::forward<A>(args)...);
 }
 
 // Launchers (grid and shared memory chosen inside; programmatic dependent launch).

@@ -1,16 +1,17 @@
 // Timing of the chunked GDN prefill (gdn_chunked_cuda.h) beside the token-sequential step kernel (gdn_cuda.h):
 // µs per call and per 512 tokens for the Qwen3.5 2B / 9B / 27B layer shapes, T = 1 … 8192, and the three
 // kernels one by one at T = 512 (both state-kernel column blocks). Each timed graph runs 8 "layers" (own
-// recurrent and conv state each) back to back, the workspace shared as in the model. Disabled by default:
+// recurrent and conv state each) back to back, the workspace shared as in the model; median of 5 replays.
+// Disabled by default:
 //   test_cuda --gtest_also_run_disabled_tests --gtest_filter='*GdnChunkedCuda*Bench*'
 #include <gtest/gtest.h>
 
 #include <cuda_runtime.h>
 
 #include <cstdio>
-#include <functional>
 #include <vector>
 
+#include "../bench/gpu/bench_timing.cuh"  // (via the src/ include path)
 #include "ops/gated_delta_rule/gdn_chunked.cuh"
 #include "ops/gated_delta_rule/gdn_chunked_cuda.h"
 #include "ops/gated_delta_rule/gdn_cuda_test_util.h"
@@ -22,32 +23,10 @@ using namespace gdntest;
 
 constexpr int kLayers = 8;
 
-// Median µs of one enqueue(layer) call: a graph of kLayers calls, replayed.
-double time_us(cudaStream_t st, const std::function<void(int)>& enqueue, int reps) {
-    cudaGraph_t graph;
-    cudaGraphExec_t exec;
-    CUDA_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
-    for (int l = 0; l < kLayers; ++l) enqueue(l);
-    CUDA_CHECK(cudaStreamEndCapture(st, &graph));
-    CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-    cudaEvent_t e0, e1;
-    CUDA_CHECK(cudaEventCreate(&e0));
-    CUDA_CHECK(cudaEventCreate(&e1));
-    std::vector<float> ms;
-    for (int rep = 0; rep < reps + 2; ++rep) {
-        CUDA_CHECK(cudaEventRecord(e0, st));
-        CUDA_CHECK(cudaGraphLaunch(exec, st));
-        CUDA_CHECK(cudaEventRecord(e1, st));
-        CUDA_CHECK(cudaEventSynchronize(e1));
-        float t = 0;
-        CUDA_CHECK(cudaEventElapsedTime(&t, e0, e1));
-        if (rep >= 2) ms.push_back(t);
-    }
-    CUDA_CHECK(cudaEventDestroy(e0));
-    CUDA_CHECK(cudaEventDestroy(e1));
-    CUDA_CHECK(cudaGraphExecDestroy(exec));
-    CUDA_CHECK(cudaGraphDestroy(graph));
-    return median(ms) * 1e3 / kLayers;
+// µs per call: a graph of kLayers calls, replayed (bench/gpu/bench_timing.cuh, the GPU benchmarks' method).
+template <class F>
+double time_us(cudaStream_t st, F&& enqueue) {
+    return bench::graph_seconds_per_launch(st, kLayers, enqueue) * 1e6;
 }
 
 TEST(GdnChunkedCuda, DISABLED_PrefillBench) {
@@ -89,12 +68,12 @@ TEST(GdnChunkedCuda, DISABLED_PrefillBench) {
                     (long long)b.s.nk, (long long)b.s.nv, ws_bytes / 1e6, gdn_chunked::state_columns(b.s));
         std::printf("%6s %14s %14s %14s %16s %9s\n", "T", "step us/call", "chunk us/call", "chunk us/512t",
                     "step us/512t", "speedup");
+        gated_delta_net_prefill(layer_args(0), 64, ws.get(), ws_bytes, st);  // (attributes set outside a capture)
         for (int64_t T : {1, 2, 4, 8, 16, 32, 64, 128, 512, 2048, 8192}) {
-            const int reps = T >= 2048 ? 5 : 20;
-            const double chunk = time_us(
-                st, [&](int l) { gated_delta_net_prefill(layer_args(l), T, ws.get(), ws_bytes, st); }, reps);
+            const double chunk =
+                time_us(st, [&](int l) { gated_delta_net_prefill(layer_args(l), T, ws.get(), ws_bytes, st); });
             double step = -1;
-            if (T <= 2048) step = time_us(st, [&](int l) { gated_delta_net_step(layer_args(l), T, st); }, reps);
+            if (T <= 2048) step = time_us(st, [&](int l) { gated_delta_net_step(layer_args(l), T, st); });
             std::printf("%6lld %14.2f %14.2f %14.2f %16.2f %9.2f\n", (long long)T, step, chunk, chunk * 512.0 / T,
                         step * 512.0 / T, step > 0 ? step / chunk : 0.0);
         }
@@ -103,10 +82,12 @@ TEST(GdnChunkedCuda, DISABLED_PrefillBench) {
         pc.t0 = 0, pc.T = 512, pc.T_all = 512, pc.nc = 8, pc.last = true;
         pc.ws = gdn_chunked::make_layout(b.s, pc.nc, ws.as<float>());
         gated_delta_net_prefill(layer_args(0), 512, ws.get(), ws_bytes, st);
-        const double t1 = time_us(st, [&](int l) { gdn_chunked::launch_prep(layer_args(l), pc, st); }, 20);
-        const double t2a = time_us(st, [&](int l) { gdn_chunked::launch_state(layer_args(l), pc, 16, st); }, 20);
-        const double t2b = time_us(st, [&](int l) { gdn_chunked::launch_state(layer_args(l), pc, 32, st); }, 20);
-        const double t3 = time_us(st, [&](int l) { gdn_chunked::launch_out(layer_args(l), pc, st); }, 20);
+        gdn_chunked::launch_state(layer_args(0), pc, 16, st);  // (first launches outside a capture: they set the
+        gdn_chunked::launch_state(layer_args(0), pc, 32, st);  //  kernels' shared-memory attribute)
+        const double t1 = time_us(st, [&](int l) { gdn_chunked::launch_prep(layer_args(l), pc, st); });
+        const double t2a = time_us(st, [&](int l) { gdn_chunked::launch_state(layer_args(l), pc, 16, st); });
+        const double t2b = time_us(st, [&](int l) { gdn_chunked::launch_state(layer_args(l), pc, 32, st); });
+        const double t3 = time_us(st, [&](int l) { gdn_chunked::launch_out(layer_args(l), pc, st); });
         std::printf("T=512 kernels alone: prep %.2f us | state %.2f us (16 columns) / %.2f us (32 columns) | "
                     "out %.2f us\n", t1, t2a, t2b, t3);
     }

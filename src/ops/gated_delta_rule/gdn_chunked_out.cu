@@ -64,20 +64,14 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_out_kernel(const GdnDecodeArg
     for (int k0 = 0; k0 < DK; k0 += 8) mma3_kstep<1, NT>(acc, acc, RowMajor{Qs, LQ}, RowMajor{Ss, LS}, 16 * mi, n0, k0);
     cp_async_wait<0>();
     __syncthreads();
-#pragma unroll
-    for (int ni = 0; ni < NT; ++ni)
-#pragma unroll
-        for (int r = 0; r < 4; ++r) acc[0][ni][r] *= egs[16 * mi + acc_row(0, r)];
+    for_each_acc<1, NT>([&](int, int ni, int r) { acc[0][ni][r] *= egs[16 * mi + acc_row(0, r)]; });
     // P is lower triangular: k-steps up to the end of this row tile (P's tiles above are never read)
     for (int kk = 0; kk < 2 * (mi + 1); ++kk)
         mma3_kstep<1, NT>(acc, acc, RowMajor{Ps, LT}, RowMajor{Us, LS}, 16 * mi, n0, 8 * kk);
 
     // gated RMSNorm: Σo² of rows g and g+8 over this warp's columns, the quad, then the two column halves
     float ss[2] = {0.f, 0.f};
-#pragma unroll
-    for (int ni = 0; ni < NT; ++ni)
-#pragma unroll
-        for (int r = 0; r < 4; ++r) ss[r >> 1] = fmaf(acc[0][ni][r], acc[0][ni][r], ss[r >> 1]);
+    for_each_acc<1, NT>([&](int, int ni, int r) { ss[r >> 1] = fmaf(acc[0][ni][r], acc[0][ni][r], ss[r >> 1]); });
 #pragma unroll
     for (int j = 0; j < 2; ++j) {
         ss[j] += __shfl_xor_sync(0xffffffffu, ss[j], 1);
@@ -123,32 +117,13 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_out_kernel(const GdnDecodeArg
     }
 }
 
-template <int DK, int DV>
-void launch_out_t(const GdnDecodeArgs& a, const Piece& pc, cudaStream_t st) {
-    auto kernel = gdn_out_kernel<DK, DV>;
-    constexpr size_t smem = out_smem_floats<DK, DV>() * sizeof(float);
-    static const bool attr_set = [&] {  // once per instance (single-device process)
-        CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-        return true;
-    }();
-    (void)attr_set;
-    launch_pdl(kernel, dim3(static_cast<unsigned>(pc.nc), static_cast<unsigned>(a.shape.nv)), dim3(kThreads), smem,
-               st, 0u, a, pc);
-}
-
 }  // namespace
 
 void launch_out(const GdnDecodeArgs& a, const Piece& pc, cudaStream_t st) {
-    const int DK = padded_dk(a.shape.dk), DV = padded_dv(a.shape.dv);
-    if (DK == 64) {
-        if (DV == 32) launch_out_t<64, 32>(a, pc, st);
-        else if (DV == 64) launch_out_t<64, 64>(a, pc, st);
-        else launch_out_t<64, 128>(a, pc, st);
-    } else {
-        if (DV == 32) launch_out_t<128, 32>(a, pc, st);
-        else if (DV == 64) launch_out_t<128, 64>(a, pc, st);
-        else launch_out_t<128, 128>(a, pc, st);
-    }
+    with_padded_dims(a.shape, [&]<int DK, int DV>() {
+        launch_with_smem<gdn_out_kernel<DK, DV>>(dim3(static_cast<unsigned>(pc.nc), static_cast<unsigned>(a.shape.nv)),
+                                                 dim3(kThreads), out_smem_floats<DK, DV>() * sizeof(float), st, a, pc);
+    });
 }
 
 }  // namespace ember::cuda::gdn_chunked

@@ -48,6 +48,19 @@ constexpr size_t prep_smem_floats() {
 // Warp → 16-row tile of a 64-row triangular product, rows (0, 3) and (1, 2) on one sub-partition (warp % 4).
 __device__ __forceinline__ int balanced_tile(int warp) { return warp < 4 ? (warp & 1) : 3 - (warp & 1); }
 
+// out[16·mi + ·, n0 + ·] = Ts[16·mi + ·, 0 .. 8·ks) · B[0 .. 8·ks, n0 + ·) for NT tiles of 8 columns (3xTF32),
+// B row-major in shared memory, out row-major in global memory.
+template <int NT>
+__device__ __forceinline__ void rhs_product(const float* Ts, const float* B, int ldb, int mi, int n0, int ks, float* out,
+                                            int ldo) {
+    Acc<1, NT> acc;
+    zero(acc);
+    for (int kk = 0; kk < ks; ++kk) mma3_kstep<1, NT>(acc, acc, RowMajor{Ts, LT}, RowMajor{B, ldb}, 16 * mi, n0, 8 * kk);
+    for_each_acc<1, NT>([&](int, int ni, int r) {
+        __stcg(out + (16 * mi + acc_row(0, r)) * ldo + n0 + acc_col(ni, r), acc[0][ni][r]);
+    });
+}
+
 template <int DK, int DV>
 __global__ void __launch_bounds__(kThreads, 1) gdn_prep_kernel(const GdnDecodeArgs p, const Piece pc) {
     pdl_trigger();
@@ -247,60 +260,18 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_prep_kernel(const GdnDecodeAr
     // ---- 6. W = Ts·(βe^γ ⊙ K̂) [64, DK] and U = Ts·(β ⊙ V) [64, DV]; warp = (16-row tile, column half) ----
     {
         const int mi = balanced_tile(warp), nh = (warp >> 1) & 1, ks = 2 * (mi + 1);
-        const RowMajor Tm{Ts, LT};
-        {
-            constexpr int NT = DK / 16;
-            Acc<1, NT> acc;
-            zero(acc);
-            for (int kk = 0; kk < ks; ++kk) mma3_kstep<1, NT>(acc, acc, Tm, RowMajor{Ks, LQ}, 16 * mi, nh * DK / 2, 8 * kk);
-            float* W = pc.ws.w + hn * kBT * DK;
-#pragma unroll
-            for (int ni = 0; ni < NT; ++ni)
-#pragma unroll
-                for (int r = 0; r < 4; ++r)
-                    __stcg(W + (16 * mi + acc_row(0, r)) * DK + nh * DK / 2 + acc_col(ni, r), acc[0][ni][r]);
-        }
-        {
-            constexpr int NT = DV / 16;
-            Acc<1, NT> acc;
-            zero(acc);
-            for (int kk = 0; kk < ks; ++kk) mma3_kstep<1, NT>(acc, acc, Tm, RowMajor{Vs, LV}, 16 * mi, nh * DV / 2, 8 * kk);
-            float* U = pc.ws.u + hn * kBT * DV;
-#pragma unroll
-            for (int ni = 0; ni < NT; ++ni)
-#pragma unroll
-                for (int r = 0; r < 4; ++r)
-                    __stcg(U + (16 * mi + acc_row(0, r)) * DV + nh * DV / 2 + acc_col(ni, r), acc[0][ni][r]);
-        }
+        rhs_product<DK / 16>(Ts, Ks, LQ, mi, nh * DK / 2, ks, pc.ws.w + hn * kBT * DK, DK);
+        rhs_product<DV / 16>(Ts, Vs, LV, mi, nh * DV / 2, ks, pc.ws.u + hn * kBT * DV, DV);
     }
-}
-
-template <int DK, int DV>
-void launch_prep_t(const GdnDecodeArgs& a, const Piece& pc, cudaStream_t st) {
-    auto kernel = gdn_prep_kernel<DK, DV>;
-    constexpr size_t smem = prep_smem_floats<DK, DV>() * sizeof(float);
-    static const bool attr_set = [&] {  // once per instance (single-device process)
-        CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-        return true;
-    }();
-    (void)attr_set;
-    launch_pdl(kernel, dim3(static_cast<unsigned>(pc.nc), static_cast<unsigned>(a.shape.nv)), dim3(kThreads), smem,
-               st, 0u, a, pc);
 }
 
 }  // namespace
 
 void launch_prep(const GdnDecodeArgs& a, const Piece& pc, cudaStream_t st) {
-    const int DK = padded_dk(a.shape.dk), DV = padded_dv(a.shape.dv);
-    if (DK == 64) {
-        if (DV == 32) launch_prep_t<64, 32>(a, pc, st);
-        else if (DV == 64) launch_prep_t<64, 64>(a, pc, st);
-        else launch_prep_t<64, 128>(a, pc, st);
-    } else {
-        if (DV == 32) launch_prep_t<128, 32>(a, pc, st);
-        else if (DV == 64) launch_prep_t<128, 64>(a, pc, st);
-        else launch_prep_t<128, 128>(a, pc, st);
-    }
+    with_padded_dims(a.shape, [&]<int DK, int DV>() {
+        launch_with_smem<gdn_prep_kernel<DK, DV>>(dim3(static_cast<unsigned>(pc.nc), static_cast<unsigned>(a.shape.nv)),
+                                                  dim3(kThreads), prep_smem_floats<DK, DV>() * sizeof(float), st, a, pc);
+    });
 }
 
 }  // namespace ember::cuda::gdn_chunked

@@ -54,18 +54,13 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_state_kernel(const GdnDecodeA
     // state block → registers (and Ss); zeros past dk / dv
     Acc<MT, NT> S_hi, S_lo;
     float* Sg = p.S + static_cast<int64_t>(h) * dk * dv;
-#pragma unroll
-    for (int mi = 0; mi < MT; ++mi)
-#pragma unroll
-        for (int ni = 0; ni < NT; ++ni)
-#pragma unroll
-            for (int r = 0; r < 4; ++r) {
-                const int row = r0 + acc_row(mi, r), col = acc_col(ni, r);
-                const float v = row < dk && col0 + col < dv ? __ldcg(Sg + static_cast<int64_t>(row) * dv + col0 + col) : 0.f;
-                S_hi[mi][ni][r] = v;
-                S_lo[mi][ni][r] = 0.f;
-                Ss[row * LC + col] = v;
-            }
+    for_each_acc<MT, NT>([&](int mi, int ni, int r) {
+        const int row = r0 + acc_row(mi, r), col = acc_col(ni, r);
+        const float v = row < dk && col0 + col < dv ? __ldcg(Sg + static_cast<int64_t>(row) * dv + col0 + col) : 0.f;
+        S_hi[mi][ni][r] = v;
+        S_lo[mi][ni][r] = 0.f;
+        Ss[row * LC + col] = v;
+    });
 
     auto issue_wu = [&](int n) {  // W, U (this block's columns) and the gate factors of chunk n
         const int64_t hn = static_cast<int64_t>(h) * pc.nc + n;
@@ -87,14 +82,11 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_state_kernel(const GdnDecodeA
         __syncthreads();     // [A] (also: Ss holds S_n)
 
         float* Sn = pc.ws.s + hn * DK * DV + col0;  // S_n for the output kernel
-#pragma unroll
-        for (int mi = 0; mi < MT; ++mi)
-#pragma unroll
-            for (int ni = 0; ni < NT; ++ni)
-#pragma unroll
-                for (int r = 0; r < 4; r += 2)
-                    __stcg(reinterpret_cast<float2*>(Sn + (r0 + acc_row(mi, r)) * DV + acc_col(ni, r)),
-                           make_float2(S_hi[mi][ni][r] + S_lo[mi][ni][r], S_hi[mi][ni][r + 1] + S_lo[mi][ni][r + 1]));
+        for_each_acc<MT, NT>([&](int mi, int ni, int r) {
+            if (r & 1) return;  // pairs of adjacent columns
+            __stcg(reinterpret_cast<float2*>(Sn + (r0 + acc_row(mi, r)) * DV + acc_col(ni, r)),
+                   make_float2(S_hi[mi][ni][r] + S_lo[mi][ni][r], S_hi[mi][ni][r + 1] + S_lo[mi][ni][r + 1]));
+        });
 
         // U' = U − W S_n (rows 16·warp ..)
         Acc<1, NT> x_hi, x_lo;
@@ -103,70 +95,47 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_state_kernel(const GdnDecodeA
 #pragma unroll 4
         for (int k0 = 0; k0 < DK; k0 += 8) mma3_kstep<1, NT>(x_hi, x_lo, RowMajor{Ws, LW}, RowMajor{Ss, LC}, 16 * warp, 0, k0);
         float* Ug = pc.ws.u + hn * kBT * DV + col0;
-#pragma unroll
-        for (int ni = 0; ni < NT; ++ni)
-#pragma unroll
-            for (int r = 0; r < 4; r += 2) {
-                const int i = 16 * warp + acc_row(0, r), col = acc_col(ni, r);
-                const float u0 = Us[i * LC + col] - (x_hi[0][ni][r] + x_lo[0][ni][r]);
-                const float u1 = Us[i * LC + col + 1] - (x_hi[0][ni][r + 1] + x_lo[0][ni][r + 1]);
-                __stcg(reinterpret_cast<float2*>(Ug + i * DV + col), make_float2(u0, u1));
-                const float f = gts[kBT + i];
-                Ups[i * LC + col] = f * u0;
-                Ups[i * LC + col + 1] = f * u1;
-            }
+        for_each_acc<1, NT>([&](int, int ni, int r) {
+            if (r & 1) return;  // pairs of adjacent columns
+            const int i = 16 * warp + acc_row(0, r), col = acc_col(ni, r);
+            const float u0 = Us[i * LC + col] - (x_hi[0][ni][r] + x_lo[0][ni][r]);
+            const float u1 = Us[i * LC + col + 1] - (x_hi[0][ni][r + 1] + x_lo[0][ni][r + 1]);
+            __stcg(reinterpret_cast<float2*>(Ug + i * DV + col), make_float2(u0, u1));
+            const float f = gts[kBT + i];
+            Ups[i * LC + col] = f * u0;
+            Ups[i * LC + col + 1] = f * u1;
+        });
         const float eg_last = gts[kBT - 1];
         cp_async_wait<0>();  // K̂ of chunk n
         __syncthreads();     // [B] Ups complete; Ws, Us, gts free
         if (n + 1 < pc.nc) issue_wu(n + 1);
 
         // S ← e^{γ_last} S + K̂ᵀ Ups (rows r0 ..)
-#pragma unroll
-        for (int mi = 0; mi < MT; ++mi)
-#pragma unroll
-            for (int ni = 0; ni < NT; ++ni)
-#pragma unroll
-                for (int r = 0; r < 4; ++r) {
-                    S_hi[mi][ni][r] = eg_last * (S_hi[mi][ni][r] + S_lo[mi][ni][r]);
-                    S_lo[mi][ni][r] = 0.f;
-                }
+        for_each_acc<MT, NT>([&](int mi, int ni, int r) {
+            S_hi[mi][ni][r] = eg_last * (S_hi[mi][ni][r] + S_lo[mi][ni][r]);
+            S_lo[mi][ni][r] = 0.f;
+        });
 #pragma unroll
         for (int k0 = 0; k0 < kBT; k0 += 8) mma3_kstep<MT, NT>(S_hi, S_lo, ColMajor{Ks, LK}, RowMajor{Ups, LC}, r0, 0, k0);
-#pragma unroll
-        for (int mi = 0; mi < MT; ++mi)
-#pragma unroll
-            for (int ni = 0; ni < NT; ++ni)
-#pragma unroll
-                for (int r = 0; r < 4; ++r)
-                    Ss[(r0 + acc_row(mi, r)) * LC + acc_col(ni, r)] = S_hi[mi][ni][r] + S_lo[mi][ni][r];
+        for_each_acc<MT, NT>([&](int mi, int ni, int r) {
+            Ss[(r0 + acc_row(mi, r)) * LC + acc_col(ni, r)] = S_hi[mi][ni][r] + S_lo[mi][ni][r];
+        });
         __syncthreads();  // [C] Ss holds S_{n+1}; Ks and Ups free
         if (n + 1 < pc.nc) issue_k(n + 1);
     }
 
     // final state of the piece → S
-#pragma unroll
-    for (int mi = 0; mi < MT; ++mi)
-#pragma unroll
-        for (int ni = 0; ni < NT; ++ni)
-#pragma unroll
-            for (int r = 0; r < 4; ++r) {
-                const int row = r0 + acc_row(mi, r), col = col0 + acc_col(ni, r);
-                if (row < dk && col < dv) __stcg(Sg + static_cast<int64_t>(row) * dv + col, S_hi[mi][ni][r] + S_lo[mi][ni][r]);
-            }
+    for_each_acc<MT, NT>([&](int mi, int ni, int r) {
+        const int row = r0 + acc_row(mi, r), col = col0 + acc_col(ni, r);
+        if (row < dk && col < dv) __stcg(Sg + static_cast<int64_t>(row) * dv + col, S_hi[mi][ni][r] + S_lo[mi][ni][r]);
+    });
 }
 
 template <int DK, int CB>
 void launch_state_t(const GdnDecodeArgs& a, const Piece& pc, cudaStream_t st) {
-    auto kernel = gdn_state_kernel<DK, CB>;
-    constexpr size_t smem = state_smem_floats<DK, CB>() * sizeof(float);
-    static const bool attr_set = [&] {  // once per instance (single-device process)
-        CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-        return true;
-    }();
-    (void)attr_set;
     const int DV = padded_dv(a.shape.dv);
-    launch_pdl(kernel, dim3(static_cast<unsigned>(DV / CB), static_cast<unsigned>(a.shape.nv)), dim3(kThreads), smem,
-               st, 0u, a, pc, DV);
+    launch_with_smem<gdn_state_kernel<DK, CB>>(dim3(static_cast<unsigned>(DV / CB), static_cast<unsigned>(a.shape.nv)),
+                                               dim3(kThreads), state_smem_floats<DK, CB>() * sizeof(float), st, a, pc, DV);
 }
 
 }  // namespace

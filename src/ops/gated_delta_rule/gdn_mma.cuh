@@ -50,14 +50,20 @@ struct ColMajor {
 template <int MT, int NT>
 using Acc = float[MT][NT][4];
 
-template <int MT, int NT>
-__device__ __forceinline__ void zero(Acc<MT, NT>& acc) {
+// f(mi, ni, r) for every accumulator element of an MT × NT warp tile (unrolled).
+template <int MT, int NT, class F>
+__device__ __forceinline__ void for_each_acc(F&& f) {
 #pragma unroll
     for (int mi = 0; mi < MT; ++mi)
 #pragma unroll
         for (int ni = 0; ni < NT; ++ni)
 #pragma unroll
-            for (int r = 0; r < 4; ++r) acc[mi][ni][r] = 0.f;
+            for (int r = 0; r < 4; ++r) f(mi, ni, r);
+}
+
+template <int MT, int NT>
+__device__ __forceinline__ void zero(Acc<MT, NT>& acc) {
+    for_each_acc<MT, NT>([&](int mi, int ni, int r) { acc[mi][ni][r] = 0.f; });
 }
 
 // One k-step of 8: acc[mi][ni] += A(m0 + 16·mi + ·, k0 + ·) · B(k0 + ·, n0 + 8·ni + ·) for ni < nt (nt is
