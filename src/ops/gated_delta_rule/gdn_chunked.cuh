@@ -86,11 +86,14 @@ void launch_with_smem(dim3 grid, dim3 block, size_t smem, cudaStream_t st, A&&..
 }
 
 // Launchers (grid and shared memory chosen inside; programmatic dependent launch).
-void launch_prep(const GdnDecodeArgs& a, const Piece& pc, cudaStream_t st);            // conv … W, U, P
-void launch_state(const GdnDecodeArgs& a, const Piece& pc, int cb, cudaStream_t st);   // U', S per chunk
-void launch_out(const GdnDecodeArgs& a, const Piece& pc, cudaStream_t st);             // y (+ conv state)
-
-// Column block of the state kernel: 16 or 32 columns per block (EMBER_GDN_CB overrides, for A/B runs).
-int state_columns(const GdnShape& s);
+void launch_prep(const GdnDecodeArgs& a, const Piece& pc, cudaStream_t st);  // conv … W, U, P
+// The state kernel's column block (16 or 32 columns) and copy stages (1 or 2), chosen from the shape
+// (gdn_chunked_state.cu); EMBER_GDN_CB / EMBER_GDN_STAGES override them (A/B runs).
+struct StatePlan {
+    int cb, stages;
+};
+StatePlan state_plan(const GdnShape& s);
+void launch_state(const GdnDecodeArgs& a, const Piece& pc, const StatePlan& plan, cudaStream_t st);  // U', S
+void launch_out(const GdnDecodeArgs& a, const Piece& pc, cudaStream_t st);  // y (+ conv state)
 
 }  // namespace ember::cuda::gdn_chunked

@@ -64,8 +64,9 @@ TEST(GdnChunkedCuda, DISABLED_PrefillBench) {
             al.conv_state = conv_all.as<float>() + l * conv_f;
             return al;
         };
-        std::printf("\n%s (nk=%lld nv=%lld 128x128), workspace %.1f MB; state kernel column block %d\n", b.name,
-                    (long long)b.s.nk, (long long)b.s.nv, ws_bytes / 1e6, gdn_chunked::state_columns(b.s));
+        const gdn_chunked::StatePlan plan = gdn_chunked::state_plan(b.s);
+        std::printf("\n%s (nk=%lld nv=%lld 128x128), workspace %.1f MB; state kernel: %d columns, %d stage(s)\n",
+                    b.name, (long long)b.s.nk, (long long)b.s.nv, ws_bytes / 1e6, plan.cb, plan.stages);
         std::printf("%6s %14s %14s %14s %16s %9s\n", "T", "step us/call", "chunk us/call", "chunk us/512t",
                     "step us/512t", "speedup");
         gated_delta_net_prefill(layer_args(0), 64, ws.get(), ws_bytes, st);  // (attributes set outside a capture)
@@ -82,14 +83,17 @@ TEST(GdnChunkedCuda, DISABLED_PrefillBench) {
         pc.t0 = 0, pc.T = 512, pc.T_all = 512, pc.nc = 8, pc.last = true;
         pc.ws = gdn_chunked::make_layout(b.s, pc.nc, ws.as<float>());
         gated_delta_net_prefill(layer_args(0), 512, ws.get(), ws_bytes, st);
-        gdn_chunked::launch_state(layer_args(0), pc, 16, st);  // (first launches outside a capture: they set the
-        gdn_chunked::launch_state(layer_args(0), pc, 32, st);  //  kernels' shared-memory attribute)
+        const gdn_chunked::StatePlan plans[] = {{16, 1}, {16, 2}, {32, 1}, {32, 2}};
+        for (const auto& sp : plans)  // (first launches outside a capture: they set the shared-memory attribute)
+            gdn_chunked::launch_state(layer_args(0), pc, sp, st);
         const double t1 = time_us(st, [&](int l) { gdn_chunked::launch_prep(layer_args(l), pc, st); });
-        const double t2a = time_us(st, [&](int l) { gdn_chunked::launch_state(layer_args(l), pc, 16, st); });
-        const double t2b = time_us(st, [&](int l) { gdn_chunked::launch_state(layer_args(l), pc, 32, st); });
         const double t3 = time_us(st, [&](int l) { gdn_chunked::launch_out(layer_args(l), pc, st); });
-        std::printf("T=512 kernels alone: prep %.2f us | state %.2f us (16 columns) / %.2f us (32 columns) | "
-                    "out %.2f us\n", t1, t2a, t2b, t3);
+        std::printf("T=512 kernels alone: prep %.2f us | out %.2f us | state:", t1, t3);
+        for (const auto& sp : plans)
+            std::printf(" %.2f us (%d col, %d st)",
+                        time_us(st, [&](int l) { gdn_chunked::launch_state(layer_args(l), pc, sp, st); }), sp.cb,
+                        sp.stages);
+        std::printf("\n");
     }
     CUDA_CHECK(cudaStreamDestroy(st));
 }

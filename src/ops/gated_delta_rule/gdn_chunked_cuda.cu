@@ -52,7 +52,7 @@ void gated_delta_net_prefill(const GdnDecodeArgs& args, int64_t T, void* workspa
                 workspace_bytes, (long long)T, need);
     EMBER_CHECK(reinterpret_cast<uintptr_t>(workspace) % 16 == 0, "gdn prefill: workspace not 16-byte aligned");
 
-    const int cb = state_columns(s);
+    const StatePlan plan = state_plan(s);
     const int64_t piece = static_cast<int64_t>(kPieceChunks) * kBT;
     for (int64_t t0 = 0; t0 < T; t0 += piece) {
         Piece pc;
@@ -63,7 +63,7 @@ void gated_delta_net_prefill(const GdnDecodeArgs& args, int64_t T, void* workspa
         pc.last = t0 + pc.T == T;
         pc.ws = make_layout(s, pc.nc, static_cast<float*>(workspace));
         launch_prep(args, pc, stream);
-        launch_state(args, pc, cb, stream);
+        launch_state(args, pc, plan, stream);
         launch_out(args, pc, stream);
     }
 }

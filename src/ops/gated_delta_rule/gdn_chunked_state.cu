@@ -5,17 +5,20 @@
 //   S ← e^{γ_last} S + K̂ᵀ (e^{γ_last − γ} ⊙ U')   (tensor cores, rows = DK, K = 64 tokens)
 // The state lives in registers (the accumulators of the second product; a copy in shared memory is the B
 // operand of the first). Block of 128 threads (4 warps): warp w owns token rows [16w, 16w + 16) of U' and state
-// rows [w·DK/4, (w+1)·DK/4). W, U and the gate factors of chunk n+1 are copied (cp.async) while the second product
-// of chunk n runs, K̂ of chunk n+1 while the first product of chunk n+1 runs: 3 __syncthreads per chunk.
-// Both products keep the big·big and the correction terms in separate accumulators (two dependency chains per
-// tile: this kernel is latency-bound). Shared memory, DK = 128: 94 KB (CB = 16) / 110 KB (CB = 32): 2 blocks
-// per SM fit, so the 192 blocks of a 27B layer (nv = 48, CB = 32) run in one wave.
+// rows [w·DK/4, (w+1)·DK/4). Both products keep the big·big and the correction terms in separate accumulators
+// (two dependency chains per tile: this kernel is latency-bound). The chunk inputs (W, K̂, U's columns, gate
+// factors) come by cp.async:
+//   ST = 2: double-buffered, chunk n+1's copies run during all of chunk n; 2 __syncthreads per chunk.
+//           Shared memory, DK = 128: 169 KB (CB = 16) / 189 KB (CB = 32): one block per SM.
+//   ST = 1: one buffer: W, U, gates of n+1 during the second product of n, K̂ of n+1 during the first product
+//           of n+1; 3 __syncthreads per chunk. 94 / 110 KB: two blocks per SM (27B: 192 blocks in one wave).
 #include <cstdlib>
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/pdl.cuh"
 #include "ops/gated_delta_rule/gdn_chunked.cuh"
 #include "ops/gated_delta_rule/gdn_mma.cuh"
+#include "ops/linear/linear_cuda.h"  // detail::sm_count
 
 namespace ember::cuda::gdn_chunked {
 
@@ -25,25 +28,27 @@ using namespace gdn_mma;
 
 constexpr int kThreads = 128;
 
-template <int DK, int CB>
+template <int DK, int CB, int ST>
 constexpr size_t state_smem_floats() {
-    // Ws [64][DK+4] | Ks [64][DK+8] | Us, Ups [64][CB+8] | Ss [DK][CB+8] | gate [2][64]
-    return kBT * (DK + 4) + kBT * (DK + 8) + 2 * kBT * (CB + 8) + DK * (CB + 8) + 2 * kBT;
+    // per stage: Ws [64][DK+4] | Ks [64][DK+8] | Us [64][CB+8] | gate [2][64]; then Ups [64][CB+8] | Ss [DK][CB+8]
+    return ST * (kBT * (DK + 4) + kBT * (DK + 8) + kBT * (CB + 8) + 2 * kBT) + kBT * (CB + 8) + DK * (CB + 8);
 }
 
-template <int DK, int CB>
+template <int DK, int CB, int ST>
 __global__ void __launch_bounds__(kThreads, 1) gdn_state_kernel(const GdnDecodeArgs p, const Piece pc, const int DV) {
     pdl_trigger();
     pdl_wait();
     constexpr int LW = DK + 4, LK = DK + 8, LC = CB + 8;
     constexpr int MT = DK / 64, NT = CB / 8;  // state tiles per warp: MT × 16 rows, NT × 8 columns
     extern __shared__ float4 smem4[];
-    float* Ws = reinterpret_cast<float*>(smem4);
-    float* Ks = Ws + kBT * LW;
-    float* Us = Ks + kBT * LK;
-    float* Ups = Us + kBT * LC;
+    constexpr int SF = kBT * LW + kBT * LK + kBT * LC + 2 * kBT;  // floats per stage
+    float* stage0 = reinterpret_cast<float*>(smem4);
+    auto Ws = [&](int b) { return stage0 + b * SF; };
+    auto Ks = [&](int b) { return stage0 + b * SF + kBT * LW; };
+    auto Us = [&](int b) { return stage0 + b * SF + kBT * (LW + LK); };
+    auto gts = [&](int b) { return stage0 + b * SF + kBT * (LW + LK + LC); };  // e^γ [64] | e^{γ_last − γ} [64]
+    float* Ups = stage0 + ST * SF;
     float* Ss = Ups + kBT * LC;
-    float* gts = Ss + DK * LC;  // e^γ [64] | e^{γ_last − γ} [64]
 
     const int tid = threadIdx.x, warp = tid >> 5;
     const int h = blockIdx.y, col0 = blockIdx.x * CB;
@@ -63,23 +68,32 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_state_kernel(const GdnDecodeA
     });
 
     auto issue_wu = [&](int n) {  // W, U (this block's columns) and the gate factors of chunk n
+        const int b = n % ST;
         const int64_t hn = static_cast<int64_t>(h) * pc.nc + n;
-        copy_tile_async(Ws, LW, pc.ws.w + hn * kBT * DK, DK, kBT, DK, tid, kThreads);
-        copy_tile_async(Us, LC, pc.ws.u + hn * kBT * DV + col0, DV, kBT, CB, tid, kThreads);
-        copy_tile_async(gts, kBT, pc.ws.gate + hn * 2 * kBT, kBT, 2, kBT, tid, kThreads);
-        cp_async_commit();
+        copy_tile_async(Ws(b), LW, pc.ws.w + hn * kBT * DK, DK, kBT, DK, tid, kThreads);
+        copy_tile_async(Us(b), LC, pc.ws.u + hn * kBT * DV + col0, DV, kBT, CB, tid, kThreads);
+        copy_tile_async(gts(b), kBT, pc.ws.gate + hn * 2 * kBT, kBT, 2, kBT, tid, kThreads);
     };
     auto issue_k = [&](int n) {  // K̂ of chunk n
-        copy_tile_async(Ks, LK, pc.ws.k + (static_cast<int64_t>(kh) * pc.nc + n) * kBT * DK, DK, kBT, DK, tid, kThreads);
-        cp_async_commit();
+        copy_tile_async(Ks(n % ST), LK, pc.ws.k + (static_cast<int64_t>(kh) * pc.nc + n) * kBT * DK, DK, kBT, DK, tid,
+                        kThreads);
     };
     issue_wu(0);
+    if (ST == 1) cp_async_commit();  // ST = 1: two groups (W·U·gates, K̂); ST = 2: one per chunk
     issue_k(0);
+    cp_async_commit();
 
     for (int n = 0; n < pc.nc; ++n) {
+        const int b = n % ST;
         const int64_t hn = static_cast<int64_t>(h) * pc.nc + n;
-        cp_async_wait<1>();  // W, U, gates of chunk n (K̂ may still be in flight)
-        __syncthreads();     // [A] (also: Ss holds S_n)
+        if (ST == 1) cp_async_wait<1>();  // W, U, gates of chunk n (K̂ may still be in flight)
+        else cp_async_wait<0>();          // all of chunk n
+        __syncthreads();  // [A] chunk n's inputs visible; Ss holds S_n; every read of chunk n−1 is done
+        if (ST == 2 && n + 1 < pc.nc) {
+            issue_wu(n + 1);
+            issue_k(n + 1);
+            cp_async_commit();
+        }
 
         float* Sn = pc.ws.s + hn * DK * DV + col0;  // S_n for the output kernel
         for_each_acc<MT, NT>([&](int mi, int ni, int r) {
@@ -93,22 +107,28 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_state_kernel(const GdnDecodeA
         zero(x_hi);
         zero(x_lo);
 #pragma unroll 4
-        for (int k0 = 0; k0 < DK; k0 += 8) mma3_kstep<1, NT>(x_hi, x_lo, RowMajor{Ws, LW}, RowMajor{Ss, LC}, 16 * warp, 0, k0);
+        for (int k0 = 0; k0 < DK; k0 += 8)
+            mma3_kstep<1, NT>(x_hi, x_lo, RowMajor{Ws(b), LW}, RowMajor{Ss, LC}, 16 * warp, 0, k0);
         float* Ug = pc.ws.u + hn * kBT * DV + col0;
+        const float* U_s = Us(b);
+        const float* g_s = gts(b);
         for_each_acc<1, NT>([&](int, int ni, int r) {
             if (r & 1) return;  // pairs of adjacent columns
             const int i = 16 * warp + acc_row(0, r), col = acc_col(ni, r);
-            const float u0 = Us[i * LC + col] - (x_hi[0][ni][r] + x_lo[0][ni][r]);
-            const float u1 = Us[i * LC + col + 1] - (x_hi[0][ni][r + 1] + x_lo[0][ni][r + 1]);
+            const float u0 = U_s[i * LC + col] - (x_hi[0][ni][r] + x_lo[0][ni][r]);
+            const float u1 = U_s[i * LC + col + 1] - (x_hi[0][ni][r + 1] + x_lo[0][ni][r + 1]);
             __stcg(reinterpret_cast<float2*>(Ug + i * DV + col), make_float2(u0, u1));
-            const float f = gts[kBT + i];
+            const float f = g_s[kBT + i];
             Ups[i * LC + col] = f * u0;
             Ups[i * LC + col + 1] = f * u1;
         });
-        const float eg_last = gts[kBT - 1];
-        cp_async_wait<0>();  // K̂ of chunk n
-        __syncthreads();     // [B] Ups complete; Ws, Us, gts free
-        if (n + 1 < pc.nc) issue_wu(n + 1);
+        const float eg_last = g_s[kBT - 1];
+        if (ST == 1) cp_async_wait<0>();  // K̂ of chunk n
+        __syncthreads();                  // [B] Ups complete (ST = 1: Ws, Us, gates free)
+        if (ST == 1 && n + 1 < pc.nc) {
+            issue_wu(n + 1);
+            cp_async_commit();
+        }
 
         // S ← e^{γ_last} S + K̂ᵀ Ups (rows r0 ..)
         for_each_acc<MT, NT>([&](int mi, int ni, int r) {
@@ -116,12 +136,19 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_state_kernel(const GdnDecodeA
             S_lo[mi][ni][r] = 0.f;
         });
 #pragma unroll
-        for (int k0 = 0; k0 < kBT; k0 += 8) mma3_kstep<MT, NT>(S_hi, S_lo, ColMajor{Ks, LK}, RowMajor{Ups, LC}, r0, 0, k0);
+        for (int k0 = 0; k0 < kBT; k0 += 8)
+            mma3_kstep<MT, NT>(S_hi, S_lo, ColMajor{Ks(b), LK}, RowMajor{Ups, LC}, r0, 0, k0);
+        // (Ss and Ups are next written after the next [A]/[B]: every read of them here is done by then)
         for_each_acc<MT, NT>([&](int mi, int ni, int r) {
             Ss[(r0 + acc_row(mi, r)) * LC + acc_col(ni, r)] = S_hi[mi][ni][r] + S_lo[mi][ni][r];
         });
-        __syncthreads();  // [C] Ss holds S_{n+1}; Ks and Ups free
-        if (n + 1 < pc.nc) issue_k(n + 1);
+        if (ST == 1) {
+            __syncthreads();  // [C] Ks free
+            if (n + 1 < pc.nc) {
+                issue_k(n + 1);
+                cp_async_commit();
+            }
+        }
     }
 
     // final state of the piece → S
@@ -131,30 +158,39 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_state_kernel(const GdnDecodeA
     });
 }
 
-template <int DK, int CB>
+template <int DK, int CB, int ST>
 void launch_state_t(const GdnDecodeArgs& a, const Piece& pc, cudaStream_t st) {
     const int DV = padded_dv(a.shape.dv);
-    launch_with_smem<gdn_state_kernel<DK, CB>>(dim3(static_cast<unsigned>(DV / CB), static_cast<unsigned>(a.shape.nv)),
-                                               dim3(kThreads), state_smem_floats<DK, CB>() * sizeof(float), st, a, pc, DV);
+    launch_with_smem<gdn_state_kernel<DK, CB, ST>>(
+        dim3(static_cast<unsigned>(DV / CB), static_cast<unsigned>(a.shape.nv)), dim3(kThreads),
+        state_smem_floats<DK, CB, ST>() * sizeof(float), st, a, pc, DV);
+}
+
+int env_int(const char* name) {
+    const char* e = std::getenv(name);
+    return e ? std::atoi(e) : 0;
 }
 
 }  // namespace
 
-int state_columns(const GdnShape& s) {
-    static const int forced = [] {
-        const char* e = std::getenv("EMBER_GDN_CB");
-        return e ? std::atoi(e) : 0;
-    }();
+StatePlan state_plan(const GdnShape& s) {
+    static const int forced_cb = env_int("EMBER_GDN_CB"), forced_st = env_int("EMBER_GDN_STAGES");
     const int DV = padded_dv(s.dv);
-    if (forced == 16 || forced == 32) return forced;
-    // 32-column blocks once they give ≥ 96 blocks (9B: 128, 27B: 192 at 2 per SM), else 16 (2B: 128 blocks)
-    return s.nv * (DV / 32) >= 96 ? 32 : 16;
+    StatePlan p;
+    // 32-column blocks once they give ≥ 96 blocks (9B: 128, 27B: 192), else 16 (2B: 128 blocks); two stages
+    // when the blocks fit one per SM (2B, 9B), else one (27B: two blocks per SM)
+    p.cb = forced_cb == 16 || forced_cb == 32 ? forced_cb : (s.nv * (DV / 32) >= 96 ? 32 : 16);
+    const int64_t blocks = s.nv * (DV / p.cb);
+    p.stages = forced_st == 1 || forced_st == 2 ? forced_st : (blocks <= detail::sm_count() ? 2 : 1);
+    return p;
 }
 
-void launch_state(const GdnDecodeArgs& a, const Piece& pc, int cb, cudaStream_t st) {
-    const int DK = padded_dk(a.shape.dk);
-    if (DK == 64) cb == 16 ? launch_state_t<64, 16>(a, pc, st) : launch_state_t<64, 32>(a, pc, st);
-    else cb == 16 ? launch_state_t<128, 16>(a, pc, st) : launch_state_t<128, 32>(a, pc, st);
+void launch_state(const GdnDecodeArgs& a, const Piece& pc, const StatePlan& plan, cudaStream_t st) {
+    auto go = [&]<int DK>() {
+        if (plan.cb == 16) plan.stages == 1 ? launch_state_t<DK, 16, 1>(a, pc, st) : launch_state_t<DK, 16, 2>(a, pc, st);
+        else plan.stages == 1 ? launch_state_t<DK, 32, 1>(a, pc, st) : launch_state_t<DK, 32, 2>(a, pc, st);
+    };
+    padded_dk(a.shape.dk) == 64 ? go.template operator()<64>() : go.template operator()<128>();
 }
 
 }  // namespace ember::cuda::gdn_chunked
