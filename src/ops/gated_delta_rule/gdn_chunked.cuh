@@ -56,6 +56,7 @@ struct Piece {
     int nc;
     bool last;  // the last piece writes the conv state
     Layout ws;
+    int stop_after = 0;  // benchmark only: the prep kernel returns after its step 1, 2, 4 or 5 (0: runs through)
 };
 
 __host__ __device__ inline int key_head_of(const GdnShape& s, int h) {

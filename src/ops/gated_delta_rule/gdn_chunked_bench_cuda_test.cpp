@@ -94,8 +94,31 @@ TEST(GdnChunkedCuda, DISABLED_PrefillBench) {
                         time_us(st, [&](int l) { gdn_chunked::launch_state(layer_args(l), pc, sp, st); }), sp.cb,
                         sp.stages);
         std::printf("\n");
+        std::printf("T=512 prep kernel up to step:");  // (steps in gdn_chunked_prep.cu)
+        for (int stop : {1, 2, 4, 5, 0}) {
+            gdn_chunked::Piece cut = pc;
+            cut.stop_after = stop;
+            std::printf(" %d: %.2f us", stop ? stop : 6,
+                        time_us(st, [&](int l) { gdn_chunked::launch_prep(layer_args(l), cut, st); }));
+        }
+        std::printf("\n");
     }
     CUDA_CHECK(cudaStreamDestroy(st));
+}
+
+// One 2B-shaped prefill of 512 tokens after a warm-up call, for a profiler:
+//   ncu -k regex:gdn_ --launch-skip 3 --launch-count 3 test_cuda --gtest_also_run_disabled_tests
+//       --gtest_filter='*GdnChunkedCuda*PrefillOnce*'
+TEST(GdnChunkedCuda, DISABLED_PrefillOnce) {
+    SKIP_WITHOUT_GPU();
+    const GdnShape s{16, 16, 128, 128};
+    const Layer L = make_layer(s, 4, 3);
+    DevLayer d(L);
+    DevInputs din(make_inputs(L, 512, 4), 512 * s.nv * s.dv);
+    const size_t bytes = gated_delta_net_prefill_workspace_bytes(s, 512);
+    DeviceBuffer ws = dev_alloc(bytes / 4);
+    for (int i = 0; i < 2; ++i) gated_delta_net_prefill(make_args(L, d, din), 512, ws.get(), bytes, nullptr);
+    CUDA_CHECK(cudaDeviceSynchronize());
 }
 
 }  // namespace

@@ -95,6 +95,7 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_prep_kernel(const GdnDecodeAr
         int64_t cg;   // conv channel
         float* dst;   // output column (row stride ld)
         int ld, i0;   // first row
+        float w[4];   // conv taps, w[3] on the current token
         float x[19];  // inputs of rows i0 − 3 .. i0 + 15 (0 past the chunk's tokens)
     };
     auto load = [&](int item, Item& it) {
@@ -109,6 +110,8 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_prep_kernel(const GdnDecodeAr
         }
         const int64_t tg0 = tc0 + it.i0;
 #pragma unroll
+        for (int j = 0; j < 4; ++j) it.w[j] = j >= 4 - K ? __ldg(p.conv_w + it.cg * K + j - (4 - K)) : 0.f;
+#pragma unroll
         for (int j = 0; j < 19; ++j) {
             const int64_t tg = tg0 - 3 + j;  // token; < 0: a row of the conv state (none before it)
             const bool ok = it.i0 + j - 3 < c && tg >= -(K - 1);
@@ -116,9 +119,7 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_prep_kernel(const GdnDecodeAr
         }
     };
     auto store = [&](const Item& it) {
-        float w[4];
-#pragma unroll
-        for (int j = 0; j < 4; ++j) w[j] = j >= 4 - K ? __ldg(p.conv_w + it.cg * K + j - (4 - K)) : 0.f;
+        const float* w = it.w;
 #pragma unroll
         for (int i = 0; i < 16; ++i) {
             const float acc = fmaf(w[0], it.x[i], fmaf(w[1], it.x[i + 1], fmaf(w[2], it.x[i + 2], w[3] * it.x[i + 3])));
@@ -151,19 +152,30 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_prep_kernel(const GdnDecodeAr
         bs[tid] = beta;
     }
     __syncthreads();
+    if (pc.stop_after == 1) return;
 
-    // ---- 2. L2 norms: rows 0..63 of Qs, then of Ks, 16 per warp; γ = cumsum g (fp64 warp scan) ----
-    const float q_scale = 1.0f / sqrtf(static_cast<float>(dk));
-    for (int rr = 0; rr < 16; ++rr) {
-        const int row = warp * 16 + rr;
-        float* x = row < kBT ? Qs + row * LQ : Ks + (row - kBT) * LQ;
-        float ss = 0.f;
+    // ---- 2. L2 norms: rows 0..63 of Qs, then of Ks, 16 per warp (the 16 sums in flight together); γ = cumsum
+    // g (fp64 warp scan) ----
+    {
+        const float q_scale = 1.0f / sqrtf(static_cast<float>(dk));
+        float* x0 = warp < 4 ? Qs + warp * 16 * LQ : Ks + (warp - 4) * 16 * LQ;  // this warp's 16 rows
+        float ss[16];
 #pragma unroll
-        for (int d = lane; d < DK; d += 32) ss = fmaf(x[d], x[d], ss);
-        ss = warp_sum(ss);
-        const float f = rsqrtf(ss + kL2Eps) * (row < kBT ? q_scale : 1.0f);
+        for (int rr = 0; rr < 16; ++rr) {
+            ss[rr] = 0.f;
 #pragma unroll
-        for (int d = lane; d < DK; d += 32) x[d] *= f;
+            for (int d = lane; d < DK; d += 32) ss[rr] = fmaf(x0[rr * LQ + d], x0[rr * LQ + d], ss[rr]);
+        }
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1)
+#pragma unroll
+            for (int rr = 0; rr < 16; ++rr) ss[rr] += __shfl_xor_sync(0xffffffffu, ss[rr], o);
+#pragma unroll
+        for (int rr = 0; rr < 16; ++rr) {
+            const float f = rsqrtf(ss[rr] + kL2Eps) * (warp < 4 ? q_scale : 1.0f);
+#pragma unroll
+            for (int d = lane; d < DK; d += 32) x0[rr * LQ + d] *= f;
+        }
     }
     if (warp == 0) {
         double a0 = gs[lane], a1 = gs[lane + 32];
@@ -177,6 +189,7 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_prep_kernel(const GdnDecodeAr
         gam[lane + 32] = a1;
     }
     __syncthreads();
+    if (pc.stop_after == 2) return;
 
     // ---- 3. q̂, k̂ (by the first value head of the key head), e^γ, e^{γ_last − γ}, βe^γ ----
     const int64_t hn = static_cast<int64_t>(h) * pc.nc + n;  // (value head, chunk) index
@@ -219,6 +232,7 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_prep_kernel(const GdnDecodeAr
         }
     }
     __syncthreads();
+    if (pc.stop_after == 4) return;
 
     // ---- 5. Ts = (I + A)⁻¹, blocked; meanwhile the right-hand sides β e^γ K̂ and β V (in place) ----
     if (tid < 64) {  // diagonal block b, column cc: x = (I + A_bb)⁻¹ e_cc by forward substitution
@@ -243,19 +257,26 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_prep_kernel(const GdnDecodeAr
         const int nb = 4 - d;
         for (int e = tid; e < nb * 256; e += kThreads) {
             const int j = e >> 8, rr = (e >> 4) & 15, cc = e & 15, i = j + d;
-            float y = 0.f;
-            for (int m = 16 * j; m < 16 * i; ++m) y = fmaf(As[(16 * i + rr) * LT + m], Ts[m * LT + 16 * j + cc], y);
-            Ys[e] = y;
+            const float* a = As + (16 * i + rr) * LT;
+            const float* t = Ts + 16 * j + cc;
+            float y[4] = {0.f, 0.f, 0.f, 0.f};  // 4 partial sums (latency), added in a fixed order
+            for (int m0 = 16 * j; m0 < 16 * i; m0 += 16)
+#pragma unroll
+                for (int m = 0; m < 16; ++m) y[m & 3] = fmaf(a[m0 + m], t[(m0 + m) * LT], y[m & 3]);
+            Ys[e] = (y[0] + y[1]) + (y[2] + y[3]);
         }
         __syncthreads();
         for (int e = tid; e < nb * 256; e += kThreads) {
             const int j = e >> 8, rr = (e >> 4) & 15, cc = e & 15, i = j + d;
-            float x = 0.f;
-            for (int m = 0; m <= rr; ++m) x = fmaf(Ts[(16 * i + rr) * LT + 16 * i + m], Ys[(j << 8) + m * 16 + cc], x);
-            Ts[(16 * i + rr) * LT + 16 * j + cc] = -x;
+            const float* xi = Ts + (16 * i + rr) * LT + 16 * i;  // row rr of X_ii (zeros right of the diagonal)
+            float x[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+            for (int m = 0; m < 16; ++m) x[m & 3] = fmaf(xi[m], Ys[(j << 8) + m * 16 + cc], x[m & 3]);
+            Ts[(16 * i + rr) * LT + 16 * j + cc] = -((x[0] + x[1]) + (x[2] + x[3]));
         }
         __syncthreads();
     }
+    if (pc.stop_after == 5) return;
 
     // ---- 6. W = Ts·(βe^γ ⊙ K̂) [64, DK] and U = Ts·(β ⊙ V) [64, DV]; warp = (16-row tile, column half) ----
     {
