@@ -55,6 +55,7 @@ struct Piece {
     int64_t t0, T, T_all;
     int nc;
     bool last;  // the last piece writes the conv state
+    bool vec;   // dk, dv % 4 == 0 and qkv, conv_state 16-byte aligned: the prep kernel copies rows by cp.async
     Layout ws;
     int stop_after = 0;  // benchmark only: the prep kernel returns after its step 1, 2, 4 or 5 (0: runs through)
 };

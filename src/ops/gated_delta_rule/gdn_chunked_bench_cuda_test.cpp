@@ -80,7 +80,7 @@ TEST(GdnChunkedCuda, DISABLED_PrefillBench) {
         }
         // the three kernels alone at T = 512 (their inputs: what the previous timed calls left in the workspace)
         gdn_chunked::Piece pc;
-        pc.t0 = 0, pc.T = 512, pc.T_all = 512, pc.nc = 8, pc.last = true;
+        pc.t0 = 0, pc.T = 512, pc.T_all = 512, pc.nc = 8, pc.last = true, pc.vec = true;
         pc.ws = gdn_chunked::make_layout(b.s, pc.nc, ws.as<float>());
         gated_delta_net_prefill(layer_args(0), 512, ws.get(), ws_bytes, st);
         const gdn_chunked::StatePlan plans[] = {{16, 1}, {16, 2}, {32, 1}, {32, 2}};

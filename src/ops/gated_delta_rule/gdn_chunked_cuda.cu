@@ -53,6 +53,8 @@ void gated_delta_net_prefill(const GdnDecodeArgs& args, int64_t T, void* workspa
     EMBER_CHECK(reinterpret_cast<uintptr_t>(workspace) % 16 == 0, "gdn prefill: workspace not 16-byte aligned");
 
     const StatePlan plan = state_plan(s);
+    const bool vec = s.dk % 4 == 0 && s.dv % 4 == 0 && reinterpret_cast<uintptr_t>(args.qkv) % 16 == 0 &&
+                     reinterpret_cast<uintptr_t>(args.conv_state) % 16 == 0;
     const int64_t piece = static_cast<int64_t>(kPieceChunks) * kBT;
     for (int64_t t0 = 0; t0 < T; t0 += piece) {
         Piece pc;
@@ -61,6 +63,7 @@ void gated_delta_net_prefill(const GdnDecodeArgs& args, int64_t T, void* workspa
         pc.T_all = T;
         pc.nc = static_cast<int>((pc.T + kBT - 1) / kBT);
         pc.last = t0 + pc.T == T;
+        pc.vec = vec;
         pc.ws = make_layout(s, pc.nc, static_cast<float*>(workspace));
         launch_prep(args, pc, stream);
         launch_state(args, pc, plan, stream);

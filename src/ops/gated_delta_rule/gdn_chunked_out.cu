@@ -3,9 +3,10 @@
 //   y = norm_w · O / rms(O) · silu(z)   (gated RMSNorm over the dv columns of each token)
 // and, in the last piece, the conv state = the last K−1 rows of [conv_state ; qkv] (every kernel of the call
 // that reads the old state has finished: stream order).
-// Block of 256 threads (8 warps): warp = (16-row tile, column half), rows (0, 3) and (1, 2) of the triangle on
-// one sub-partition. Q̂ and S_n are copied first (cp.async group 0), P, U' and e^γ next (group 1, in flight
-// during the first product). Shared memory, DK = DV = 128: 157 KB.
+// Block of 512 threads (16 warps): warp 4q + j = (16-row tile 0, 3, 1, 2 for q = 0..3, column quarter j for
+// q < 2, j + 2 mod 4 else): every sub-partition gets the same share of the triangular second product. Q̂ and
+// S_n are copied first (cp.async group 0), P, U' and e^γ next (group 1, in flight during the first product).
+// Shared memory, DK = DV = 128: 157 KB.
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/pdl.cuh"
 #include "ops/gated_delta_rule/gdn_chunked.cuh"
@@ -19,27 +20,27 @@ namespace {
 using namespace gdn_detail;
 using namespace gdn_mma;
 
-constexpr int kThreads = 256;
+constexpr int kThreads = 512;
 constexpr int LT = kBT + 4;
 
 template <int DK, int DV>
 constexpr size_t out_smem_floats() {
-    // Qs [64][DK+4] | Ss [DK][DV+8] | Ps [64][68] | Us [64][DV+8] | e^γ [64] | row sums [2][64]
-    return kBT * (DK + 4) + DK * (DV + 8) + kBT * LT + kBT * (DV + 8) + 3 * kBT;
+    // Qs [64][DK+4] | Ss [DK][DV+8] | Ps [64][68] | Us [64][DV+8] | e^γ [64] | row sums [4][64]
+    return kBT * (DK + 4) + DK * (DV + 8) + kBT * LT + kBT * (DV + 8) + 5 * kBT;
 }
 
 template <int DK, int DV>
 __global__ void __launch_bounds__(kThreads, 1) gdn_out_kernel(const GdnDecodeArgs p, const Piece pc) {
     pdl_trigger();
     pdl_wait();
-    constexpr int LQ = DK + 4, LS = DV + 8, NT = DV / 16;
+    constexpr int LQ = DK + 4, LS = DV + 8, NT = DV / 32;
     extern __shared__ float4 smem4[];
     float* Qs = reinterpret_cast<float*>(smem4);
     float* Ss = Qs + kBT * LQ;
     float* Ps = Ss + DK * LS;
     float* Us = Ps + kBT * LT;
     float* egs = Us + kBT * LS;
-    float* red = egs + kBT;  // [column half][row] Σo²
+    float* red = egs + kBT;  // [column quarter][row] Σo²
 
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     const int n = blockIdx.x, h = blockIdx.y;
@@ -55,21 +56,22 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_out_kernel(const GdnDecodeArg
     copy_tile_async(egs, kBT, pc.ws.gate + hn * 2 * kBT, kBT, 1, kBT, tid, kThreads);
     cp_async_commit();
 
-    const int mi = warp < 4 ? (warp & 1) : 3 - (warp & 1), nh = (warp >> 1) & 1, n0 = nh * DV / 2;
+    const int q = warp >> 2, j4 = warp & 3;
+    const int mi = (0x2130 >> (4 * q)) & 15, nq = q < 2 ? j4 : (j4 + 2) & 3, n0 = nq * DV / 4;
     Acc<1, NT> acc;
     zero(acc);
     cp_async_wait<1>();
     __syncthreads();
 #pragma unroll 4
-    for (int k0 = 0; k0 < DK; k0 += 8) mma3_kstep<1, NT>(acc, acc, RowMajor{Qs, LQ}, RowMajor{Ss, LS}, 16 * mi, n0, k0);
+    for (int k0 = 0; k0 < DK; k0 += 8) mma3_kstep<1, NT>(acc, acc, acc, RowMajor{Qs, LQ}, RowMajor{Ss, LS}, 16 * mi, n0, k0);
     cp_async_wait<0>();
     __syncthreads();
     for_each_acc<1, NT>([&](int, int ni, int r) { acc[0][ni][r] *= egs[16 * mi + acc_row(0, r)]; });
     // P is lower triangular: k-steps up to the end of this row tile (P's tiles above are never read)
     for (int kk = 0; kk < 2 * (mi + 1); ++kk)
-        mma3_kstep<1, NT>(acc, acc, RowMajor{Ps, LT}, RowMajor{Us, LS}, 16 * mi, n0, 8 * kk);
+        mma3_kstep<1, NT>(acc, acc, acc, RowMajor{Ps, LT}, RowMajor{Us, LS}, 16 * mi, n0, 8 * kk);
 
-    // gated RMSNorm: Σo² of rows g and g+8 over this warp's columns, the quad, then the two column halves
+    // gated RMSNorm: Σo² of rows g and g+8 over this warp's columns, the quad, then the four column quarters
     float ss[2] = {0.f, 0.f};
     for_each_acc<1, NT>([&](int, int ni, int r) { ss[r >> 1] = fmaf(acc[0][ni][r], acc[0][ni][r], ss[r >> 1]); });
 #pragma unroll
@@ -78,8 +80,8 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_out_kernel(const GdnDecodeArg
         ss[j] += __shfl_xor_sync(0xffffffffu, ss[j], 2);
     }
     if ((lane & 3) == 0) {
-        red[nh * kBT + 16 * mi + (lane >> 2)] = ss[0];
-        red[nh * kBT + 16 * mi + (lane >> 2) + 8] = ss[1];
+        red[nq * kBT + 16 * mi + (lane >> 2)] = ss[0];
+        red[nq * kBT + 16 * mi + (lane >> 2) + 8] = ss[1];
     }
     __syncthreads();
     const float inv_dv = 1.0f / static_cast<float>(dv);
@@ -89,7 +91,8 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_out_kernel(const GdnDecodeArg
         const int i = 16 * mi + acc_row(0, r);
         if (static_cast<int64_t>(n) * kBT + i >= pc.T) continue;
         const int64_t t = pc.t0 + static_cast<int64_t>(n) * kBT + i;
-        const float inv = rsqrtf((red[i] + red[kBT + i]) * inv_dv + p.eps);  // same order in both halves
+        const float tot = (red[i] + red[kBT + i]) + (red[2 * kBT + i] + red[3 * kBT + i]);  // one order for all
+        const float inv = rsqrtf(tot * inv_dv + p.eps);
 #pragma unroll
         for (int ni = 0; ni < NT; ++ni) {
             const int col = n0 + acc_col(ni, r);

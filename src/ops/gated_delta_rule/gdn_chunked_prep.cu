@@ -2,25 +2,32 @@
 // that does not depend on the recurrent state — conv + SiLU, L2 norms, gates, the within-chunk decays, the Gram
 // matrices, (I + A)⁻¹ and the WY right-hand sides — written to the piece's workspace (layout: gdn_chunked.cuh).
 //
-// Block of 256 threads (8 warps), shared memory (DK = DV = 128: 142 KB):
+// Block of 512 threads (16 warps: 4 per SM sub-partition, the latency hiding a one-block-per-SM kernel has),
+// shared memory (DK = DV = 128: 146 KB):
 //   Qs, Ks [64][DK+4]  q, k of key head map(h) after conv + SiLU, then L2-normalised (q̂ scaled by dk^-0.5)
 //   Vs     [64][DV+8]  v of head h after conv + SiLU
 //   As, Ts [64][68]    A = strict_lower(β_i k̂_i·k̂_j D_ij), then (I + A)⁻¹
+//   Hs     [3][2dk+dv] the three inputs before the chunk (previous chunk, piece, or the conv state)
 // Row strides ≡ 4 (mod 32) for matrices read as MMA A operands or as [n][k] B operands, ≡ 8 for [k][n] B
 // operands: the fragment loads of a warp hit 32 distinct banks (the [k][n] use of Ks has 2-way conflicts).
-// Steps (one __syncthreads between each):
-//   1. conv + SiLU: item = (channel, 16 tokens), the K−1 older inputs from the previous chunk, piece or the conv
-//      state; gates g = −e^{A_log}·softplus(a + dt_bias), β = σ(b) (as the step kernel)
-//   2. L2 norms (one warp per row); γ = cumsum g in fp64 (a warp scan), so that γ_i − γ_j keeps its digits
+// Steps (one __syncthreads between each; Piece::stop_after cuts the kernel short for the benchmark):
+//   1. conv + SiLU. Rows 16-byte aligned (Qwen3.5 shapes): the raw inputs copied into Qs | Ks | Vs by cp.async
+//      (all in flight at once), then one thread per channel convolves its column in place, from the bottom
+//      up in segments of 16 rows (a segment's inputs are read before it is overwritten, the rows above are
+//      still raw). Else: per (channel, 16 tokens) from global memory. Gates g = −e^{A_log}·softplus(a + dt_bias),
+//      β = σ(b) (as the step kernel) meanwhile.
+//   2. L2 norms (8 rows per warp, their sums in flight together); γ = cumsum g in fp64 (a warp scan), so that
+//      γ_i − γ_j keeps its digits
 //   3. q̂, k̂ (one value head per key head writes them), e^γ and e^{γ_last − γ} to the workspace
-//   4. Gram products on tensor cores (gdn_mma.cuh): warps 0..7 = (16-row tile, K̂K̂ᵀ or Q̂K̂ᵀ), tiles on or below
-//      the diagonal only; epilogue: A (shared memory) and P = lower(Q̂K̂ᵀ ⊙ D) (workspace)
+//   4. Gram products on tensor cores (gdn_mma.cuh), tiles on or below the diagonal only, 10 tile columns per
+//      sub-partition (gram_unit); epilogue: A (shared memory) and P = lower(Q̂K̂ᵀ ⊙ D) (workspace)
 //   5. (I + A)⁻¹ by blocked forward substitution on 16×16 blocks: the 4 diagonal blocks by 64 threads (one
 //      column each, 16 steps) while the others scale K̂ by β e^γ and V by β; then the block sub-diagonals
 //      d = 1, 2, 3: X_ij = −X_ii Σ_{j ≤ m < i} A_im X_mj (fp32 FMA)
-//   6. W = (I + A)⁻¹(β e^γ ⊙ K̂), U = (I + A)⁻¹(β ⊙ V) on tensor cores (k-steps stop at the diagonal)
+//   6. W = (I + A)⁻¹(β e^γ ⊙ K̂), U = (I + A)⁻¹(β ⊙ V) on tensor cores (k-steps stop at the diagonal); warp =
+//      (16-row tile, column half of W or U), rows (0, 3) and (1, 2) of the triangle on one sub-partition
 // Rows past the chunk's tokens are zeros everywhere (β = 0, g = 0), so the ragged last chunk needs no branch
-// in the later kernels. Warps are paired (rows 0 & 3, 1 & 2 of the triangle) on each SM sub-partition.
+// in the later kernels.
 #include <algorithm>
 
 #include "backend/cuda/cuda_check.h"
@@ -36,17 +43,27 @@ namespace {
 using namespace gdn_detail;
 using namespace gdn_mma;
 
-constexpr int kThreads = 256;
+constexpr int kThreads = 512;
 constexpr int LT = kBT + 4;  // stride of the 64×64 matrices
 
 template <int DK, int DV>
 constexpr size_t prep_smem_floats() {
-    // Qs, Ks | Vs | As, Ts | Ys [3][256] | g, β, βe^γ [64] | γ [64] fp64
-    return 2 * kBT * (DK + 4) + kBT * (DV + 8) + 2 * kBT * LT + 3 * 256 + 3 * kBT + 2 * kBT;
+    // Qs, Ks | Vs | As, Ts | Ys [3][256] | g, β, βe^γ [64] | γ [64] fp64 | Hs [3][2·DK + DV]
+    return 2 * kBT * (DK + 4) + kBT * (DV + 8) + 2 * kBT * LT + 3 * 256 + 3 * kBT + 2 * kBT + 3 * (2 * DK + DV);
 }
 
-// Warp → 16-row tile of a 64-row triangular product, rows (0, 3) and (1, 2) on one sub-partition (warp % 4).
-__device__ __forceinline__ int balanced_tile(int warp) { return warp < 4 ? (warp & 1) : 3 - (warp & 1); }
+// The Gram products' work of warp w = 4q + j (j: its sub-partition): matrix (0: K̂K̂ᵀ, 1: Q̂K̂ᵀ), 16-row tile mi,
+// first 8-column tile and tile count. Row tile mi has 2(mi + 1) tiles on or left of the diagonal block: 40 in
+// all, 10 per sub-partition (q = 0, 1: four, q = 2: two, q = 3: none).
+struct GramUnit {
+    int which, mi, t0, cnt;
+};
+__device__ __forceinline__ GramUnit gram_unit(int w) {
+    const int q = w >> 2, j = w & 3;
+    if (q < 2) return {q, j < 3 ? j + 1 : 3, j < 3 ? 0 : 4, 4};
+    if (q == 2) return {j >> 1, (j & 1) ? 2 : 0, (j & 1) ? 4 : 0, 2};
+    return {0, 0, 0, 0};
+}
 
 // out[16·mi + ·, n0 + ·] = Ts[16·mi + ·, 0 .. 8·ks) · B[0 .. 8·ks, n0 + ·) for NT tiles of 8 columns (3xTF32),
 // B row-major in shared memory, out row-major in global memory.
@@ -55,7 +72,7 @@ __device__ __forceinline__ void rhs_product(const float* Ts, const float* B, int
                                             int ldo) {
     Acc<1, NT> acc;
     zero(acc);
-    for (int kk = 0; kk < ks; ++kk) mma3_kstep<1, NT>(acc, acc, RowMajor{Ts, LT}, RowMajor{B, ldb}, 16 * mi, n0, 8 * kk);
+    for (int kk = 0; kk < ks; ++kk) mma3_kstep<1, NT>(acc, acc, acc, RowMajor{Ts, LT}, RowMajor{B, ldb}, 16 * mi, n0, 8 * kk);
     for_each_acc<1, NT>([&](int, int ni, int r) {
         __stcg(out + (16 * mi + acc_row(0, r)) * ldo + n0 + acc_col(ni, r), acc[0][ni][r]);
     });
@@ -77,6 +94,7 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_prep_kernel(const GdnDecodeAr
     float* bs = gs + kBT;       // β
     float* ebs = bs + kBT;      // β e^γ
     double* gam = reinterpret_cast<double*>(ebs + kBT);  // γ (offset is a multiple of 4 floats)
+    float* Hs = reinterpret_cast<float*>(gam + kBT);     // [3][2dk + dv]
 
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int n = blockIdx.x, h = blockIdx.y;
@@ -88,51 +106,79 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_prep_kernel(const GdnDecodeAr
     const int64_t tc0 = pc.t0 + static_cast<int64_t>(n) * kBT;                          // chunk's first token
     const int c = static_cast<int>(std::min<int64_t>(kBT, pc.T - static_cast<int64_t>(n) * kBT));  // its tokens
 
-    // ---- 1. conv + SiLU (w[3] multiplies the current token; taps before a K < 4 kernel are 0). An item is
-    // (channel, 16 tokens); a thread loads the 19 inputs of two items before using any (latency-bound) ----
+    // ---- 1. conv + SiLU (w[3] multiplies the current token; taps before a K < 4 kernel are 0) ----
     const int nch = 2 * dk + dv;
-    struct Item {
-        int64_t cg;   // conv channel
-        float* dst;   // output column (row stride ld)
-        int ld, i0;   // first row
-        float w[4];   // conv taps, w[3] on the current token
-        float x[19];  // inputs of rows i0 − 3 .. i0 + 15 (0 past the chunk's tokens)
-    };
-    auto load = [&](int item, Item& it) {
-        const int ch = item % nch;
-        it.i0 = 16 * (item / nch);
+    auto column = [&](int ch, int64_t& cg, float*& dst, int& ld) {  // channel ch of this head: source, column
         if (ch < dk) {
-            it.cg = static_cast<int64_t>(kh) * dk + ch, it.dst = Qs + ch, it.ld = LQ;
+            cg = static_cast<int64_t>(kh) * dk + ch, dst = Qs + ch, ld = LQ;
         } else if (ch < 2 * dk) {
-            it.cg = kd + static_cast<int64_t>(kh) * dk + (ch - dk), it.dst = Ks + (ch - dk), it.ld = LQ;
+            cg = kd + static_cast<int64_t>(kh) * dk + (ch - dk), dst = Ks + (ch - dk), ld = LQ;
         } else {
-            it.cg = 2 * kd + static_cast<int64_t>(h) * dv + (ch - 2 * dk), it.dst = Vs + (ch - 2 * dk), it.ld = LV;
-        }
-        const int64_t tg0 = tc0 + it.i0;
-#pragma unroll
-        for (int j = 0; j < 4; ++j) it.w[j] = j >= 4 - K ? __ldg(p.conv_w + it.cg * K + j - (4 - K)) : 0.f;
-#pragma unroll
-        for (int j = 0; j < 19; ++j) {
-            const int64_t tg = tg0 - 3 + j;  // token; < 0: a row of the conv state (none before it)
-            const bool ok = it.i0 + j - 3 < c && tg >= -(K - 1);
-            it.x[j] = !ok ? 0.f : tg >= 0 ? __ldg(p.qkv + tg * C + it.cg) : __ldcg(p.conv_state + (K - 1 + tg) * C + it.cg);
+            cg = 2 * kd + static_cast<int64_t>(h) * dv + (ch - 2 * dk), dst = Vs + (ch - 2 * dk), ld = LV;
         }
     };
-    auto store = [&](const Item& it) {
-        const float* w = it.w;
+    auto taps = [&](int64_t cg, float (&w)[4]) {
 #pragma unroll
-        for (int i = 0; i < 16; ++i) {
-            const float acc = fmaf(w[0], it.x[i], fmaf(w[1], it.x[i + 1], fmaf(w[2], it.x[i + 2], w[3] * it.x[i + 3])));
-            it.dst[(it.i0 + i) * it.ld] = it.i0 + i < c ? silu(acc) : 0.f;
-        }
+        for (int j = 0; j < 4; ++j) w[j] = j >= 4 - K ? __ldg(p.conv_w + cg * K + j - (4 - K)) : 0.f;
     };
-    for (int item = tid; item < 4 * nch; item += 2 * kThreads) {
-        Item a, b;
-        const bool two = item + kThreads < 4 * nch;
-        load(item, a);
-        if (two) load(item + kThreads, b);
-        store(a);
-        if (two) store(b);
+    auto input = [&](int64_t tg, int64_t cg) -> float {  // row tg of [conv_state ; qkv]; 0 before the state
+        return tg >= 0 ? __ldg(p.qkv + tg * C + cg)
+                       : (tg >= -(K - 1) ? __ldcg(p.conv_state + (K - 1 + tg) * C + cg) : 0.f);
+    };
+    if (pc.vec) {
+        const int n4 = nch / 4;  // 16-byte pieces per token (dk, dv % 4 == 0)
+        for (int e = tid; e < c * n4; e += kThreads) {
+            const int i = e / n4, ch = 4 * (e % n4);
+            int64_t cg;
+            float* dst;
+            int ld;
+            column(ch, cg, dst, ld);
+            cp_async16(dst + i * ld, p.qkv + (tc0 + i) * C + cg);
+        }
+        cp_async_commit();
+        for (int e = tid; e < 3 * nch; e += kThreads) {  // the three older inputs
+            int64_t cg;
+            float* dst;
+            int ld;
+            column(e % nch, cg, dst, ld);
+            Hs[e] = input(tc0 - 3 + e / nch, cg);
+        }
+        for (int e = tid; e < (kBT - c) * nch; e += kThreads) {  // rows past the chunk's tokens
+            int64_t cg;
+            float* dst;
+            int ld;
+            column(e % nch, cg, dst, ld);
+            dst[(c + e / nch) * ld] = 0.f;
+        }
+    } else {  // per (channel, 16 tokens) from global memory, two items in flight per thread
+        struct Item {
+            int64_t cg;
+            float* dst;
+            int ld, i0;
+            float w[4], x[19];  // taps; inputs of rows i0 − 3 .. i0 + 15 (0 past the chunk's tokens)
+        };
+        auto load = [&](int item, Item& it) {
+            column(item % nch, it.cg, it.dst, it.ld);
+            it.i0 = 16 * (item / nch);
+            taps(it.cg, it.w);
+#pragma unroll
+            for (int j = 0; j < 19; ++j) it.x[j] = it.i0 + j - 3 < c ? input(tc0 + it.i0 - 3 + j, it.cg) : 0.f;
+        };
+        auto store = [&](const Item& it) {
+#pragma unroll
+            for (int i = 0; i < 16; ++i) {
+                const float a = fmaf(it.w[0], it.x[i], fmaf(it.w[1], it.x[i + 1], fmaf(it.w[2], it.x[i + 2], it.w[3] * it.x[i + 3])));
+                it.dst[(it.i0 + i) * it.ld] = it.i0 + i < c ? silu(a) : 0.f;
+            }
+        };
+        for (int item = tid; item < 4 * nch; item += 2 * kThreads) {
+            Item a, b;
+            const bool two = item + kThreads < 4 * nch;
+            load(item, a);
+            if (two) load(item + kThreads, b);
+            store(a);
+            if (two) store(b);
+        }
     }
     for (int e = tid; e < kBT * (DK - dk); e += kThreads) {  // padding columns
         const int i = e / (DK - dk), d = dk + e % (DK - dk);
@@ -151,17 +197,42 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_prep_kernel(const GdnDecodeAr
         gs[tid] = g;
         bs[tid] = beta;
     }
+    if (pc.vec) {  // convolve each column in place, bottom segment first
+        cp_async_wait<0>();
+        __syncthreads();
+        for (int ch = tid; ch < nch; ch += kThreads) {
+            int64_t cg;
+            float* col;
+            int ld;
+            column(ch, cg, col, ld);
+            float w[4];
+            taps(cg, w);
+            for (int s0 = 16 * ((c - 1) / 16); s0 >= 0; s0 -= 16) {
+                float x[19];  // rows s0 − 3 .. s0 + 15 (rows < 0: Hs; rows ≥ c: zeros)
+#pragma unroll
+                for (int j = 0; j < 19; ++j) {
+                    const int r = s0 - 3 + j;
+                    x[j] = r >= 0 ? col[r * ld] : Hs[(3 + r) * nch + ch];
+                }
+#pragma unroll
+                for (int i = 0; i < 16; ++i)
+                    if (s0 + i < c)
+                        col[(s0 + i) * ld] =
+                            silu(fmaf(w[0], x[i], fmaf(w[1], x[i + 1], fmaf(w[2], x[i + 2], w[3] * x[i + 3]))));
+            }
+        }
+    }
     __syncthreads();
     if (pc.stop_after == 1) return;
 
-    // ---- 2. L2 norms: rows 0..63 of Qs, then of Ks, 16 per warp (the 16 sums in flight together); γ = cumsum
-    // g (fp64 warp scan) ----
+    // ---- 2. L2 norms: rows 0..63 of Qs, then of Ks, 8 per warp (their sums in flight together); γ = cumsum g
+    // (fp64 warp scan) ----
     {
         const float q_scale = 1.0f / sqrtf(static_cast<float>(dk));
-        float* x0 = warp < 4 ? Qs + warp * 16 * LQ : Ks + (warp - 4) * 16 * LQ;  // this warp's 16 rows
-        float ss[16];
+        float* x0 = warp < 8 ? Qs + warp * 8 * LQ : Ks + (warp - 8) * 8 * LQ;  // this warp's 8 rows
+        float ss[8];
 #pragma unroll
-        for (int rr = 0; rr < 16; ++rr) {
+        for (int rr = 0; rr < 8; ++rr) {
             ss[rr] = 0.f;
 #pragma unroll
             for (int d = lane; d < DK; d += 32) ss[rr] = fmaf(x0[rr * LQ + d], x0[rr * LQ + d], ss[rr]);
@@ -169,10 +240,10 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_prep_kernel(const GdnDecodeAr
 #pragma unroll
         for (int o = 16; o > 0; o >>= 1)
 #pragma unroll
-            for (int rr = 0; rr < 16; ++rr) ss[rr] += __shfl_xor_sync(0xffffffffu, ss[rr], o);
+            for (int rr = 0; rr < 8; ++rr) ss[rr] += __shfl_xor_sync(0xffffffffu, ss[rr], o);
 #pragma unroll
-        for (int rr = 0; rr < 16; ++rr) {
-            const float f = rsqrtf(ss[rr] + kL2Eps) * (warp < 4 ? q_scale : 1.0f);
+        for (int rr = 0; rr < 8; ++rr) {
+            const float f = rsqrtf(ss[rr] + kL2Eps) * (warp < 8 ? q_scale : 1.0f);
 #pragma unroll
             for (int d = lane; d < DK; d += 32) x0[rr * LQ + d] *= f;
         }
@@ -211,22 +282,24 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_prep_kernel(const GdnDecodeAr
 
     // ---- 4. K̂K̂ᵀ → A and Q̂K̂ᵀ → P, lower tiles only ----
     {
-        const int mi = balanced_tile(warp), which = (warp >> 1) & 1, nt = 2 * (mi + 1);
-        Acc<1, 8> acc;
+        const GramUnit u = gram_unit(warp);
+        Acc<1, 4> acc;
         zero(acc);
-        const RowMajor Am{which ? Qs : Ks, LQ};
+        const RowMajor Am{u.which ? Qs : Ks, LQ};
         const ColMajor Bm{Ks, LQ};  // B(d, j) = k̂_j[d]
+        if (u.cnt > 0) {
 #pragma unroll 4
-        for (int k0 = 0; k0 < DK; k0 += 8) mma3_kstep<1, 8>(acc, acc, Am, Bm, 16 * mi, 0, k0, nt);
+            for (int k0 = 0; k0 < DK; k0 += 8) mma3_kstep<1, 4>(acc, acc, acc, Am, Bm, 16 * u.mi, 8 * u.t0, k0, u.cnt);
+        }
         float* P = pc.ws.p + hn * kBT * kBT;
 #pragma unroll
-        for (int ni = 0; ni < 8; ++ni) {
-            if (ni >= nt) break;
+        for (int ni = 0; ni < 4; ++ni) {
+            if (ni >= u.cnt) break;
 #pragma unroll
             for (int r = 0; r < 4; ++r) {
-                const int i = 16 * mi + acc_row(0, r), j = acc_col(ni, r);
+                const int i = 16 * u.mi + acc_row(0, r), j = 8 * u.t0 + acc_col(ni, r);
                 const float D = j <= i ? expf(static_cast<float>(gam[i] - gam[j])) : 0.f;  // D = 0 above
-                if (which == 0) As[i * LT + j] = j < i ? bs[i] * acc[0][ni][r] * D : 0.f;
+                if (u.which == 0) As[i * LT + j] = j < i ? bs[i] * acc[0][ni][r] * D : 0.f;
                 else __stcg(P + i * kBT + j, acc[0][ni][r] * D);
             }
         }
@@ -278,11 +351,15 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_prep_kernel(const GdnDecodeAr
     }
     if (pc.stop_after == 5) return;
 
-    // ---- 6. W = Ts·(βe^γ ⊙ K̂) [64, DK] and U = Ts·(β ⊙ V) [64, DV]; warp = (16-row tile, column half) ----
+    // ---- 6. W = Ts·(βe^γ ⊙ K̂) [64, DK] and U = Ts·(β ⊙ V) [64, DV]; warp 4q + j: row tile 0, 3, 1, 2 (q = 0..3)
+    // and column half (q < 2: j, else j + 2 mod 4) of W (halves 0, 1) or U (2, 3): 10 k-steps per sub-partition ----
     {
-        const int mi = balanced_tile(warp), nh = (warp >> 1) & 1, ks = 2 * (mi + 1);
-        rhs_product<DK / 16>(Ts, Ks, LQ, mi, nh * DK / 2, ks, pc.ws.w + hn * kBT * DK, DK);
-        rhs_product<DV / 16>(Ts, Vs, LV, mi, nh * DV / 2, ks, pc.ws.u + hn * kBT * DV, DV);
+        const int q = warp >> 2, j = warp & 3;
+        const int mi = (0x2130 >> (4 * q)) & 15, half = q < 2 ? j : (j + 2) & 3, ks = 2 * (mi + 1);
+        if (half < 2)
+            rhs_product<DK / 16>(Ts, Ks, LQ, mi, half * DK / 2, ks, pc.ws.w + hn * kBT * DK, DK);
+        else
+            rhs_product<DV / 16>(Ts, Vs, LV, mi, (half - 2) * DV / 2, ks, pc.ws.u + hn * kBT * DV, DV);
     }
 }
 

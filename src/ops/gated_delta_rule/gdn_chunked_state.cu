@@ -4,14 +4,15 @@
 //   U' = U − W S_n                      (tensor cores, rows = 64 tokens, K = DK)  → workspace, over U
 //   S ← e^{γ_last} S + K̂ᵀ (e^{γ_last − γ} ⊙ U')   (tensor cores, rows = DK, K = 64 tokens)
 // The state lives in registers (the accumulators of the second product; a copy in shared memory is the B
-// operand of the first). Block of 128 threads (4 warps): warp w owns token rows [16w, 16w + 16) of U' and state
-// rows [w·DK/4, (w+1)·DK/4). Both products keep the big·big and the correction terms in separate accumulators
-// (two dependency chains per tile: this kernel is latency-bound). The chunk inputs (W, K̂, U's columns, gate
-// factors) come by cp.async:
+// operand of the first). Block of 256 threads (8 warps, 2 per sub-partition): warp w owns token rows
+// [16(w%4), +16) of U' and state rows [(w%4)·DK/4, +DK/4), in column half w/4 of the block. Both products keep the
+// big·big and the two correction terms in three accumulators (three dependency chains per tile: this kernel is
+// latency-bound). The chunk inputs (W, K̂, U's columns, gate factors) come by cp.async:
 //   ST = 2: double-buffered, chunk n+1's copies run during all of chunk n; 2 __syncthreads per chunk.
 //           Shared memory, DK = 128: 169 KB (CB = 16) / 189 KB (CB = 32): one block per SM.
 //   ST = 1: one buffer: W, U, gates of n+1 during the second product of n, K̂ of n+1 during the first product
 //           of n+1; 3 __syncthreads per chunk. 94 / 110 KB: two blocks per SM (27B: 192 blocks in one wave).
+// (CB = 16: MT × NT = 2 × 1 state tiles and 1 U' tile per warp; CB = 32: 2 × 2 and 2.)
 #include <cstdlib>
 
 #include "backend/cuda/cuda_check.h"
@@ -26,7 +27,7 @@ namespace {
 
 using namespace gdn_mma;
 
-constexpr int kThreads = 128;
+constexpr int kThreads = 256;
 
 template <int DK, int CB, int ST>
 constexpr size_t state_smem_floats() {
@@ -35,11 +36,11 @@ constexpr size_t state_smem_floats() {
 }
 
 template <int DK, int CB, int ST>
-__global__ void __launch_bounds__(kThreads, 1) gdn_state_kernel(const GdnDecodeArgs p, const Piece pc, const int DV) {
+__global__ void __launch_bounds__(kThreads, 3 - ST) gdn_state_kernel(const GdnDecodeArgs p, const Piece pc, const int DV) {
     pdl_trigger();
     pdl_wait();
     constexpr int LW = DK + 4, LK = DK + 8, LC = CB + 8;
-    constexpr int MT = DK / 64, NT = CB / 8;  // state tiles per warp: MT × 16 rows, NT × 8 columns
+    constexpr int MT = DK / 64, NT = CB / 16;  // state tiles per warp: MT × 16 rows, NT × 8 columns
     extern __shared__ float4 smem4[];
     constexpr int SF = kBT * LW + kBT * LK + kBT * LC + 2 * kBT;  // floats per stage
     float* stage0 = reinterpret_cast<float*>(smem4);
@@ -54,18 +55,19 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_state_kernel(const GdnDecodeA
     const int h = blockIdx.y, col0 = blockIdx.x * CB;
     const GdnShape& s = p.shape;
     const int dk = static_cast<int>(s.dk), dv = static_cast<int>(s.dv), kh = key_head_of(s, h);
-    const int r0 = warp * (DK / 4);  // first state row of this warp
+    const int r0 = (warp & 3) * (DK / 4), c0 = (warp >> 2) * (CB / 2);  // this warp's first state row, column
 
     // state block → registers (and Ss); zeros past dk / dv
-    Acc<MT, NT> S_hi, S_lo;
+    Acc<MT, NT> S_hi, S_lo, S_lo2;
     float* Sg = p.S + static_cast<int64_t>(h) * dk * dv;
     for_each_acc<MT, NT>([&](int mi, int ni, int r) {
-        const int row = r0 + acc_row(mi, r), col = acc_col(ni, r);
+        const int row = r0 + acc_row(mi, r), col = c0 + acc_col(ni, r);
         const float v = row < dk && col0 + col < dv ? __ldcg(Sg + static_cast<int64_t>(row) * dv + col0 + col) : 0.f;
         S_hi[mi][ni][r] = v;
-        S_lo[mi][ni][r] = 0.f;
+        S_lo[mi][ni][r] = S_lo2[mi][ni][r] = 0.f;
         Ss[row * LC + col] = v;
     });
+    auto S = [&](int mi, int ni, int r) { return S_hi[mi][ni][r] + (S_lo[mi][ni][r] + S_lo2[mi][ni][r]); };
 
     auto issue_wu = [&](int n) {  // W, U (this block's columns) and the gate factors of chunk n
         const int b = n % ST;
@@ -98,25 +100,27 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_state_kernel(const GdnDecodeA
         float* Sn = pc.ws.s + hn * DK * DV + col0;  // S_n for the output kernel
         for_each_acc<MT, NT>([&](int mi, int ni, int r) {
             if (r & 1) return;  // pairs of adjacent columns
-            __stcg(reinterpret_cast<float2*>(Sn + (r0 + acc_row(mi, r)) * DV + acc_col(ni, r)),
-                   make_float2(S_hi[mi][ni][r] + S_lo[mi][ni][r], S_hi[mi][ni][r + 1] + S_lo[mi][ni][r + 1]));
+            __stcg(reinterpret_cast<float2*>(Sn + (r0 + acc_row(mi, r)) * DV + c0 + acc_col(ni, r)),
+                   make_float2(S(mi, ni, r), S(mi, ni, r + 1)));
         });
 
-        // U' = U − W S_n (rows 16·warp ..)
-        Acc<1, NT> x_hi, x_lo;
+        // U' = U − W S_n (token rows 16·(warp % 4) .., columns c0 ..)
+        const int i0 = 16 * (warp & 3);
+        Acc<1, NT> x_hi, x_lo, x_lo2;
         zero(x_hi);
         zero(x_lo);
+        zero(x_lo2);
 #pragma unroll 4
         for (int k0 = 0; k0 < DK; k0 += 8)
-            mma3_kstep<1, NT>(x_hi, x_lo, RowMajor{Ws(b), LW}, RowMajor{Ss, LC}, 16 * warp, 0, k0);
+            mma3_kstep<1, NT>(x_hi, x_lo, x_lo2, RowMajor{Ws(b), LW}, RowMajor{Ss, LC}, i0, c0, k0);
         float* Ug = pc.ws.u + hn * kBT * DV + col0;
         const float* U_s = Us(b);
         const float* g_s = gts(b);
         for_each_acc<1, NT>([&](int, int ni, int r) {
             if (r & 1) return;  // pairs of adjacent columns
-            const int i = 16 * warp + acc_row(0, r), col = acc_col(ni, r);
-            const float u0 = U_s[i * LC + col] - (x_hi[0][ni][r] + x_lo[0][ni][r]);
-            const float u1 = U_s[i * LC + col + 1] - (x_hi[0][ni][r + 1] + x_lo[0][ni][r + 1]);
+            const int i = i0 + acc_row(0, r), col = c0 + acc_col(ni, r);
+            const float u0 = U_s[i * LC + col] - (x_hi[0][ni][r] + (x_lo[0][ni][r] + x_lo2[0][ni][r]));
+            const float u1 = U_s[i * LC + col + 1] - (x_hi[0][ni][r + 1] + (x_lo[0][ni][r + 1] + x_lo2[0][ni][r + 1]));
             __stcg(reinterpret_cast<float2*>(Ug + i * DV + col), make_float2(u0, u1));
             const float f = g_s[kBT + i];
             Ups[i * LC + col] = f * u0;
@@ -130,17 +134,17 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_state_kernel(const GdnDecodeA
             cp_async_commit();
         }
 
-        // S ← e^{γ_last} S + K̂ᵀ Ups (rows r0 ..)
+        // S ← e^{γ_last} S + K̂ᵀ Ups (state rows r0 .., columns c0 ..)
         for_each_acc<MT, NT>([&](int mi, int ni, int r) {
-            S_hi[mi][ni][r] = eg_last * (S_hi[mi][ni][r] + S_lo[mi][ni][r]);
-            S_lo[mi][ni][r] = 0.f;
+            S_hi[mi][ni][r] = eg_last * S(mi, ni, r);
+            S_lo[mi][ni][r] = S_lo2[mi][ni][r] = 0.f;
         });
 #pragma unroll
         for (int k0 = 0; k0 < kBT; k0 += 8)
-            mma3_kstep<MT, NT>(S_hi, S_lo, ColMajor{Ks(b), LK}, RowMajor{Ups, LC}, r0, 0, k0);
+            mma3_kstep<MT, NT>(S_hi, S_lo, S_lo2, ColMajor{Ks(b), LK}, RowMajor{Ups, LC}, r0, c0, k0);
         // (Ss and Ups are next written after the next [A]/[B]: every read of them here is done by then)
         for_each_acc<MT, NT>([&](int mi, int ni, int r) {
-            Ss[(r0 + acc_row(mi, r)) * LC + acc_col(ni, r)] = S_hi[mi][ni][r] + S_lo[mi][ni][r];
+            Ss[(r0 + acc_row(mi, r)) * LC + c0 + acc_col(ni, r)] = S(mi, ni, r);
         });
         if (ST == 1) {
             __syncthreads();  // [C] Ks free
@@ -153,8 +157,8 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_state_kernel(const GdnDecodeA
 
     // final state of the piece → S
     for_each_acc<MT, NT>([&](int mi, int ni, int r) {
-        const int row = r0 + acc_row(mi, r), col = col0 + acc_col(ni, r);
-        if (row < dk && col < dv) __stcg(Sg + static_cast<int64_t>(row) * dv + col, S_hi[mi][ni][r] + S_lo[mi][ni][r]);
+        const int row = r0 + acc_row(mi, r), col = col0 + c0 + acc_col(ni, r);
+        if (row < dk && col < dv) __stcg(Sg + static_cast<int64_t>(row) * dv + col, S(mi, ni, r));
     });
 }
 

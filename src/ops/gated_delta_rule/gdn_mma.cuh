@@ -45,8 +45,9 @@ struct ColMajor {
     __device__ __forceinline__ float operator()(int r, int c) const { return p[c * ld + r]; }
 };
 
-// Warp tile accumulators: MT × NT tiles of 16×8, hi (big·big) and lo (the two correction products). Callers
-// that are throughput-bound pass the same array twice (one chain per tile, fewer registers).
+// Warp tile accumulators: MT × NT tiles of 16×8, hi (big·big) and lo, lo2 (the two correction products): three
+// dependency chains per tile for latency-bound callers; throughput-bound ones pass one array three times (one
+// chain per tile, fewer registers).
 template <int MT, int NT>
 using Acc = float[MT][NT][4];
 
@@ -67,10 +68,10 @@ __device__ __forceinline__ void zero(Acc<MT, NT>& acc) {
 }
 
 // One k-step of 8: acc[mi][ni] += A(m0 + 16·mi + ·, k0 + ·) · B(k0 + ·, n0 + 8·ni + ·) for ni < nt (nt is
-// warp-uniform: tiles ni ≥ nt are skipped, e.g. above the diagonal of a triangular result).
+// warp-uniform: tiles ni ≥ nt are skipped, e.g. above the diagonal of a triangular result); acc = hi + lo + lo2.
 template <int MT, int NT, class VA, class VB>
-__device__ __forceinline__ void mma3_kstep(Acc<MT, NT>& hi, Acc<MT, NT>& lo, const VA& A, const VB& B, int m0,
-                                           int n0, int k0, int nt = NT) {
+__device__ __forceinline__ void mma3_kstep(Acc<MT, NT>& hi, Acc<MT, NT>& lo, Acc<MT, NT>& lo2, const VA& A,
+                                           const VB& B, int m0, int n0, int k0, int nt = NT) {
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     uint32_t ab[MT][4], as[MT][4];
 #pragma unroll
@@ -87,7 +88,7 @@ __device__ __forceinline__ void mma3_kstep(Acc<MT, NT>& hi, Acc<MT, NT>& lo, con
 #pragma unroll
         for (int mi = 0; mi < MT; ++mi) {
             mma_tf32(lo[mi][ni], as[mi], bb);
-            mma_tf32(lo[mi][ni], ab[mi], bs);
+            mma_tf32(lo2[mi][ni], ab[mi], bs);
             mma_tf32(hi[mi][ni], ab[mi], bb);
         }
     }
