@@ -1,8 +1,7 @@
 // Chunked GDN prefill driver (contract in gdn_chunked_cuda.h): checks, pieces of ≤ 1024 tokens, three launches
 // per piece (gdn_chunked_prep.cu → gdn_chunked_state.cu → gdn_chunked_out.cu; workspace layout in
-// gdn_chunked.cuh). Each kernel waits (griddepcontrol.wait) for its predecessor before touching memory, so the
-// pieces run strictly in order through the one workspace; the conv state of the call is read by the first
-// piece (its first chunk) and written by the last.
+// gdn_chunked.cuh). Stream order runs the kernels, and so the pieces, strictly one after the other through the
+// one workspace; the conv state of the call is read by the first piece (its first chunk) and written by the last.
 #include "ops/gated_delta_rule/gdn_chunked_cuda.h"
 
 #include <algorithm>

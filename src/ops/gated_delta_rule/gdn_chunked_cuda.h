@@ -17,8 +17,9 @@ namespace ember::cuda {
 bool gated_delta_net_prefill_supported(const GdnShape& shape, int K);
 
 // Whether a layer step of T tokens should run here rather than in gated_delta_net_step: a supported shape and
-// T ≥ kGdnPrefillMinTokens (fewer tokens: the step kernel is as fast). EMBER_GDN_CHUNKED=0: never (A/B runs).
-constexpr int64_t kGdnPrefillMinTokens = 16;
+// T ≥ kGdnPrefillMinTokens (H200, 2B–27B layers: the step kernel is faster at T = 16, slower at T = 32;
+// bench/results/2026-12-01-h200-gdn-chunked.md). EMBER_GDN_CHUNKED=0: never (A/B runs).
+constexpr int64_t kGdnPrefillMinTokens = 32;
 bool gated_delta_net_prefill_preferred(const GdnShape& shape, int K, int64_t T);
 
 // Device workspace bytes a prefill of T tokens needs (T > 1024: the same as for 1024 — longer prompts run in
@@ -38,7 +39,7 @@ size_t gated_delta_net_prefill_workspace_bytes(const GdnShape& shape, int64_t T)
 // workspace: ≥ gated_delta_net_prefill_workspace_bytes(shape, T) bytes of device memory, 16-byte aligned, not
 // aliasing the arguments; its contents are scratch. Requires gated_delta_net_prefill_supported (EMBER_CHECK).
 // No allocation, no host sync: capturable in a CUDA graph. Deterministic (no atomics): two calls give the same
-// bits. Launched with programmatic dependent launch like the step kernel. T = 0 does nothing.
+// bits. Plain kernel launches (gdn_chunked.cuh says why not PDL). T = 0 does nothing.
 void gated_delta_net_prefill(const GdnDecodeArgs& args, int64_t T, void* workspace, size_t workspace_bytes,
                              cudaStream_t stream);
 

@@ -48,12 +48,12 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_out_kernel(const GdnDecodeArg
     const int nv = static_cast<int>(s.nv), dv = static_cast<int>(s.dv), kh = key_head_of(s, h);
     const int64_t hn = static_cast<int64_t>(h) * pc.nc + n;
 
-    copy_tile_async(Qs, LQ, pc.ws.q + (static_cast<int64_t>(kh) * pc.nc + n) * kBT * DK, DK, kBT, DK, tid, kThreads);
-    copy_tile_async(Ss, LS, pc.ws.s + hn * DK * DV, DV, DK, DV, tid, kThreads);
+    copy_tile_async<kBT, DK, LQ, kThreads>(Qs, pc.ws.q + (static_cast<int64_t>(kh) * pc.nc + n) * kBT * DK, DK, tid);
+    copy_tile_async<DK, DV, LS, kThreads>(Ss, pc.ws.s + hn * DK * DV, DV, tid);
     cp_async_commit();
-    copy_tile_async(Ps, LT, pc.ws.p + hn * kBT * kBT, kBT, kBT, kBT, tid, kThreads);
-    copy_tile_async(Us, LS, pc.ws.u + hn * kBT * DV, DV, kBT, DV, tid, kThreads);
-    copy_tile_async(egs, kBT, pc.ws.gate + hn * 2 * kBT, kBT, 1, kBT, tid, kThreads);
+    copy_tile_async<kBT, kBT, LT, kThreads>(Ps, pc.ws.p + hn * kBT * kBT, kBT, tid);
+    copy_tile_async<kBT, DV, LS, kThreads>(Us, pc.ws.u + hn * kBT * DV, DV, tid);
+    copy_tile_async<1, kBT, kBT, kThreads>(egs, pc.ws.gate + hn * 2 * kBT, kBT, tid);
     cp_async_commit();
 
     const int q = warp >> 2, j4 = warp & 3;

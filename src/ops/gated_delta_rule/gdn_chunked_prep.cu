@@ -126,14 +126,21 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_prep_kernel(const GdnDecodeAr
                        : (tg >= -(K - 1) ? __ldcg(p.conv_state + (K - 1 + tg) * C + cg) : 0.f);
     };
     if (pc.vec) {
-        const int n4 = nch / 4;  // 16-byte pieces per token (dk, dv % 4 == 0)
-        for (int e = tid; e < c * n4; e += kThreads) {
-            const int i = e / n4, ch = 4 * (e % n4);
-            int64_t cg;
-            float* dst;
-            int ld;
-            column(ch, cg, dst, ld);
-            cp_async16(dst + i * ld, p.qkv + (tc0 + i) * C + cg);
+        const float* row0 = p.qkv + tc0 * C;  // the chunk's first token
+        if (dk == DK && dv == DV) {            // (Qwen3.5 shapes) compile-time copy loops
+            copy_tile_async<kBT, DK, LQ, kThreads>(Qs, row0 + static_cast<int64_t>(kh) * dk, C, tid, c);
+            copy_tile_async<kBT, DK, LQ, kThreads>(Ks, row0 + kd + static_cast<int64_t>(kh) * dk, C, tid, c);
+            copy_tile_async<kBT, DV, LV, kThreads>(Vs, row0 + 2 * kd + static_cast<int64_t>(h) * dv, C, tid, c);
+        } else {
+            const int n4 = nch / 4;  // 16-byte pieces per token (dk, dv % 4 == 0)
+            for (int e = tid; e < c * n4; e += kThreads) {
+                const int i = e / n4, ch = 4 * (e % n4);
+                int64_t cg;
+                float* dst;
+                int ld;
+                column(ch, cg, dst, ld);
+                cp_async16(dst + i * ld, row0 + i * C + cg);
+            }
         }
         cp_async_commit();
         for (int e = tid; e < 3 * nch; e += kThreads) {  // the three older inputs

@@ -72,13 +72,13 @@ __global__ void __launch_bounds__(kThreads, 3 - ST) gdn_state_kernel(const GdnDe
     auto issue_wu = [&](int n) {  // W, U (this block's columns) and the gate factors of chunk n
         const int b = n % ST;
         const int64_t hn = static_cast<int64_t>(h) * pc.nc + n;
-        copy_tile_async(Ws(b), LW, pc.ws.w + hn * kBT * DK, DK, kBT, DK, tid, kThreads);
-        copy_tile_async(Us(b), LC, pc.ws.u + hn * kBT * DV + col0, DV, kBT, CB, tid, kThreads);
-        copy_tile_async(gts(b), kBT, pc.ws.gate + hn * 2 * kBT, kBT, 2, kBT, tid, kThreads);
+        copy_tile_async<kBT, DK, LW, kThreads>(Ws(b), pc.ws.w + hn * kBT * DK, DK, tid);
+        copy_tile_async<kBT, CB, LC, kThreads>(Us(b), pc.ws.u + hn * kBT * DV + col0, DV, tid);
+        copy_tile_async<2, kBT, kBT, kThreads>(gts(b), pc.ws.gate + hn * 2 * kBT, kBT, tid);
     };
     auto issue_k = [&](int n) {  // K̂ of chunk n
-        copy_tile_async(Ks(n % ST), LK, pc.ws.k + (static_cast<int64_t>(kh) * pc.nc + n) * kBT * DK, DK, kBT, DK, tid,
-                        kThreads);
+        copy_tile_async<kBT, DK, LK, kThreads>(Ks(n % ST), pc.ws.k + (static_cast<int64_t>(kh) * pc.nc + n) * kBT * DK,
+                                                DK, tid);
     };
     issue_wu(0);
     if (ST == 1) cp_async_commit();  // ST = 1: two groups (W·U·gates, K̂); ST = 2: one per chunk

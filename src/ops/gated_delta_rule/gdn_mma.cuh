@@ -108,14 +108,18 @@ template <int N>
 __device__ __forceinline__ void cp_async_wait() {
     asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
-// rows × cols floats (cols % 4 == 0, both pointers and strides 16-byte aligned) from global to shared memory,
-// spread over nthreads threads.
-__device__ __forceinline__ void copy_tile_async(float* s, int lds, const float* g, int64_t ldg, int rows, int cols,
-                                                int tid, int nthreads) {
-    const int per_row = cols / 4;
-    for (int e = tid; e < rows * per_row; e += nthreads) {
-        const int r = e / per_row, c = 4 * (e % per_row);
-        cp_async16(s + r * lds + c, g + r * ldg + c);
+// A ROWS × COLS tile of floats (COLS % 4 == 0; pointers and strides 16-byte aligned) from global memory (row
+// stride ldg) into shared memory (row stride LDS), spread over NT threads; rows ≥ `rows` are not copied. The
+// shapes are compile-time, so every copy is one LDGSTS plus an address add (a runtime loop with divisions cost
+// ~25 instructions per copy).
+template <int ROWS, int COLS, int LDS, int NT>
+__device__ __forceinline__ void copy_tile_async(float* s, const float* g, int64_t ldg, int tid, int rows = ROWS) {
+    constexpr int PER_ROW = COLS / 4, TOTAL = ROWS * PER_ROW, ITERS = (TOTAL + NT - 1) / NT;
+#pragma unroll
+    for (int k = 0; k < ITERS; ++k) {
+        const int e = tid + k * NT;
+        const int r = e / PER_ROW, c = 4 * (e % PER_ROW);
+        if ((TOTAL % NT == 0 || e < TOTAL) && r < rows) cp_async16(s + r * LDS + c, g + r * ldg + c);
     }
 }
 
