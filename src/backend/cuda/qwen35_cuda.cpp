@@ -13,6 +13,7 @@
 #include "ops/activation/activation_cuda.h"
 #include "ops/attention/attention_cuda.h"
 #include "ops/embedding/embedding_cuda.h"
+#include "ops/gated_delta_rule/gdn_chunked_cuda.h"
 #include "ops/gated_delta_rule/gdn_cuda.h"
 #include "ops/linear/linear_cuda.h"
 #include "ops/norm/norm_cuda.h"
@@ -147,6 +148,10 @@ size_t CudaQwen35::linear_workspace(int64_t B) const {
         for (const Weight* w : {&L.gate, &L.up, &L.down, &L.q, &L.k, &L.v, &L.o, &L.qkv, &L.z, &L.b, &L.a, &L.out,
                                 &L.attn_in, &L.gdn_in, &L.gate_up})
             if (w->data) lw = std::max(lw, linear_workspace_bytes(*w, B));
+    const DeltaNetShape& g = host().delta_net_shape();  // the chunked GDN prefill shares it (one op at a time)
+    for (const auto& L : layers_)
+        if (L.type != LayerType::FULL_ATTENTION && gated_delta_net_prefill_supported(g.heads, int(g.conv_kernel)))
+            lw = std::max(lw, gated_delta_net_prefill_workspace_bytes(g.heads, B));
     return lw;
 }
 
@@ -197,7 +202,10 @@ void CudaQwen35::run(CudaState& s, int64_t n, bool all_rows) const {
             }
             GdnDecodeArgs ga{qkv, z, a, b, L.conv, L.A_log, L.dt_bias, L.gnorm, s.conv[l], s.S[l], s.t3,
                              g.heads, static_cast<int>(g.conv_kernel), g.eps};
-            gated_delta_net_step(ga, n, st);
+            if (gated_delta_net_prefill_preferred(g.heads, ga.K, n))
+                gated_delta_net_prefill(ga, n, s.lin_ws, s.lin_ws_bytes, st);
+            else
+                gated_delta_net_step(ga, n, st);
             pending = residual_linear(s, L.out, s.t3, n, fz);
         }
         pending = swiglu_mlp(s, pending, L.post_norm, eps, L.gate_up, L.gate, L.up, L.down, n, I, fz);
