@@ -1,0 +1,477 @@
+// Grammar IR → recursive transition network of DFAs (compile.h).
+#include "grammar/compile.h"
+
+#include <algorithm>
+#include <functional>
+#include <unordered_map>
+
+namespace ember::grammar {
+
+namespace {
+
+constexpr int64_t kInlineMaxStates = 3000;  // NFA size up to which a non-recursive rule is inlined
+
+struct VecHash {
+    size_t operator()(const std::vector<int32_t>& v) const {
+        uint64_t h = 1469598103934665603ull;
+        for (int32_t x : v) h = (h ^ uint32_t(x)) * 1099511628211ull;
+        return size_t(h ^ (h >> 29));
+    }
+};
+
+struct NState {
+    std::vector<int32_t> eps;
+    std::vector<std::pair<int32_t, int32_t>> bytes;  // (byte-set id, target)
+    std::vector<std::pair<int32_t, int32_t>> calls;  // (rule, target)
+};
+
+struct DState {
+    std::vector<int32_t> next;                       // [n_classes]
+    std::vector<std::pair<int32_t, int32_t>> calls;  // (rule, target), sorted by rule
+    bool accept = false;
+};
+
+class Compiler {
+public:
+    Compiler(const GrammarIR& g, const CompileLimits& lim) : g_(g), lim_(lim) {}
+
+    Expected<std::shared_ptr<const CompiledGrammar>> run() {
+        EMBER_REQUIRE(g_.root >= 0 && g_.root < g_.n_rules(), "grammar: no root rule");
+        for (int r = 0; r < g_.n_rules(); ++r)
+            EMBER_REQUIRE(g_.rule(r).body >= 0, "grammar: rule '%s' is referenced but not defined", g_.rule(r).name.c_str());
+        find_recursion();
+        make_byte_classes();
+        // Called rules, discovered from the root.
+        rule_dfa_.assign(size_t(g_.n_rules()), -1);
+        std::vector<int> work = {g_.root};
+        rule_dfa_[size_t(g_.root)] = 0;
+        called_.push_back(g_.root);
+        while (!work.empty()) {
+            const int r = work.back();
+            work.pop_back();
+            EMBER_ASSIGN(std::vector<DState> d, build_rule(r));
+            dfas_.resize(std::max(dfas_.size(), size_t(rule_dfa_[size_t(r)]) + 1));
+            for (const DState& s : d)
+                for (auto& c : s.calls)
+                    if (rule_dfa_[size_t(c.first)] < 0) {
+                        rule_dfa_[size_t(c.first)] = int(called_.size());
+                        called_.push_back(c.first);
+                        work.push_back(c.first);
+                    }
+            dfas_[size_t(rule_dfa_[size_t(r)])] = std::move(d);
+        }
+        dfas_.resize(called_.size());
+        EMBER_TRY(trim());
+        EMBER_TRY(check_left_recursion());
+        return flatten();
+    }
+
+private:
+    // ---- rule graph -------------------------------------------------------------------------------------
+    void refs_of(int e, std::vector<int>& out) const {
+        const Node& n = g_.node(e);
+        if (n.op == Op::REF) out.push_back(n.rule);
+        for (int k : n.kids) refs_of(k, out);
+    }
+
+    void find_recursion() {  // Tarjan SCC; recursive_[r]: r is on a reference cycle
+        const int R = g_.n_rules();
+        std::vector<std::vector<int>> adj;
+        adj.resize(size_t(R));
+        for (int r = 0; r < R; ++r) refs_of(g_.rule(r).body, adj[size_t(r)]);
+        std::vector<int> idx(size_t(R), -1), low(size_t(R), 0), stack;
+        std::vector<bool> on(size_t(R), false);
+        recursive_.assign(size_t(R), false);
+        int counter = 0;
+        std::function<void(int)> dfs = [&](int v) {
+            idx[size_t(v)] = low[size_t(v)] = counter++;
+            stack.push_back(v);
+            on[size_t(v)] = true;
+            for (int w : adj[size_t(v)]) {
+                if (idx[size_t(w)] < 0) { dfs(w); low[size_t(v)] = std::min(low[size_t(v)], low[size_t(w)]); }
+                else if (on[size_t(w)]) low[size_t(v)] = std::min(low[size_t(v)], idx[size_t(w)]);
+            }
+            if (low[size_t(v)] == idx[size_t(v)]) {
+                std::vector<int> comp;
+                int w;
+                do { w = stack.back(); stack.pop_back(); on[size_t(w)] = false; comp.push_back(w); } while (w != v);
+                bool self = false;
+                for (int x : adj[size_t(v)]) self |= x == v;
+                if (comp.size() > 1 || self)
+                    for (int x : comp) recursive_[size_t(x)] = true;
+            }
+        };
+        for (int r = 0; r < R; ++r)
+            if (idx[size_t(r)] < 0) dfs(r);
+        inline_size_.assign(size_t(R), -1);
+    }
+
+    // Estimated NFA states of a rule with its inlinable references expanded (non-recursive rules only).
+    int64_t inline_size(int r) {
+        if (inline_size_[size_t(r)] >= 0) return inline_size_[size_t(r)];
+        inline_size_[size_t(r)] = kInlineMaxStates + 1;  // guard
+        const int64_t s = expr_size(g_.rule(r).body);
+        return inline_size_[size_t(r)] = s;
+    }
+    int64_t expr_size(int e) {
+        const Node& n = g_.node(e);
+        int64_t s = 1;
+        switch (n.op) {
+            case Op::REF: return inlines(n.rule) ? inline_size(n.rule) : 1;
+            case Op::REPEAT: {
+                const int64_t k = expr_size(n.kids[0]);
+                return k * (n.max < 0 ? std::max(n.min, 1) : n.max) + 2;
+            }
+            default:
+                for (int k : n.kids) s += expr_size(k);
+                return s;
+        }
+    }
+    bool inlines(int r) { return g_.rule(r).inline_ok && !recursive_[size_t(r)] && inline_size(r) <= kInlineMaxStates; }
+
+    // ---- byte classes -----------------------------------------------------------------------------------
+    void make_byte_classes() {
+        std::vector<int> cls(256, 0);
+        int n = 1;
+        for (int e = 0; e < g_.n_nodes(); ++e) {
+            const Node& nd = g_.node(e);
+            if (nd.op != Op::BYTES) continue;
+            std::vector<int> remap_in(size_t(n), -1), remap_out(size_t(n), -1);
+            int m = 0;
+            std::vector<int> next_cls(256);
+            for (int b = 0; b < 256; ++b) {
+                auto& rm = nd.bytes.has(uint8_t(b)) ? remap_in : remap_out;
+                if (rm[size_t(cls[size_t(b)])] < 0) rm[size_t(cls[size_t(b)])] = m++;
+                next_cls[size_t(b)] = rm[size_t(cls[size_t(b)])];
+            }
+            cls = next_cls;
+            n = m;
+        }
+        n_classes_ = n;
+        for (int b = 0; b < 256; ++b) byte_class_[b] = uint8_t(cls[size_t(b)]);
+        class_rep_.assign(size_t(n), 0);
+        for (int b = 255; b >= 0; --b) class_rep_[size_t(cls[size_t(b)])] = uint8_t(b);
+    }
+
+    // ---- NFA --------------------------------------------------------------------------------------------
+    int32_t new_state() { nfa_.emplace_back(); return int32_t(nfa_.size()) - 1; }
+
+    int32_t set_id(const ByteSet& s) {
+        const std::vector<int32_t> key = {int32_t(s.w[0]), int32_t(s.w[0] >> 32), int32_t(s.w[1]), int32_t(s.w[1] >> 32),
+                                          int32_t(s.w[2]), int32_t(s.w[2] >> 32), int32_t(s.w[3]), int32_t(s.w[3] >> 32)};
+        auto it = set_ids_.find(key);
+        if (it != set_ids_.end()) return it->second;
+        set_ids_.emplace(key, int32_t(sets_.size()));
+        sets_.push_back(s);
+        std::vector<int32_t> cl;
+        for (int c = 0; c < n_classes_; ++c)
+            if (s.has(class_rep_[size_t(c)])) cl.push_back(c);
+        set_classes_.push_back(std::move(cl));
+        return int32_t(sets_.size()) - 1;
+    }
+
+    Status build(int e, int32_t from, int32_t to, int depth) {
+        if (int64_t(nfa_.size()) + nfa_total_ > lim_.max_nfa_states)
+            return errorf("grammar too large: more than %lld automaton states", (long long)lim_.max_nfa_states);
+        if (depth > 4000) return errorf("grammar nested too deeply");
+        const Node& n = g_.node(e);
+        switch (n.op) {
+            case Op::EMPTY: nfa_[size_t(from)].eps.push_back(to); return Status::ok();
+            case Op::NOTHING: return Status::ok();
+            case Op::BYTES: {
+                const int32_t id = set_id(n.bytes);
+                nfa_[size_t(from)].bytes.push_back({id, to});
+                return Status::ok();
+            }
+            case Op::SEQ: {
+                int32_t cur = from;
+                for (size_t i = 0; i < n.kids.size(); ++i) {
+                    const int32_t nx = i + 1 == n.kids.size() ? to : new_state();
+                    EMBER_TRY(build(n.kids[i], cur, nx, depth + 1));
+                    cur = nx;
+                }
+                return Status::ok();
+            }
+            case Op::ALT:
+                for (int k : n.kids) {
+                    const int32_t a = new_state(), b = new_state();  // fresh ends: loops inside never leak
+                    nfa_[size_t(from)].eps.push_back(a);
+                    EMBER_TRY(build(k, a, b, depth + 1));
+                    nfa_[size_t(b)].eps.push_back(to);
+                }
+                return Status::ok();
+            case Op::REPEAT: {
+                int32_t cur = from;
+                for (int i = 0; i < n.min; ++i) {
+                    const int32_t nx = new_state();
+                    EMBER_TRY(build(n.kids[0], cur, nx, depth + 1));
+                    cur = nx;
+                    if (int64_t(nfa_.size()) + nfa_total_ > lim_.max_nfa_states)
+                        return errorf("grammar too large: more than %lld automaton states", (long long)lim_.max_nfa_states);
+                }
+                if (n.max < 0) {
+                    const int32_t loop = new_state(), back = new_state();
+                    nfa_[size_t(cur)].eps.push_back(loop);
+                    EMBER_TRY(build(n.kids[0], loop, back, depth + 1));
+                    nfa_[size_t(back)].eps.push_back(loop);
+                    nfa_[size_t(loop)].eps.push_back(to);
+                } else {
+                    for (int i = n.min; i < n.max; ++i) {
+                        nfa_[size_t(cur)].eps.push_back(to);
+                        const int32_t nx = new_state();
+                        EMBER_TRY(build(n.kids[0], cur, nx, depth + 1));
+                        cur = nx;
+                        if (int64_t(nfa_.size()) + nfa_total_ > lim_.max_nfa_states)
+                            return errorf("grammar too large: more than %lld automaton states", (long long)lim_.max_nfa_states);
+                    }
+                    nfa_[size_t(cur)].eps.push_back(to);
+                }
+                return Status::ok();
+            }
+            case Op::REF:
+                if (inlines(n.rule)) return build(g_.rule(n.rule).body, from, to, depth + 1);
+                nfa_[size_t(from)].calls.push_back({n.rule, to});
+                return Status::ok();
+        }
+        return Status::ok();
+    }
+
+    void closure(std::vector<int32_t>& set) {
+        ++stamp_;
+        std::vector<int32_t> stack = set;
+        set.clear();
+        while (!stack.empty()) {
+            const int32_t s = stack.back();
+            stack.pop_back();
+            if (mark_[size_t(s)] == stamp_) continue;
+            mark_[size_t(s)] = stamp_;
+            set.push_back(s);
+            for (int32_t t : nfa_[size_t(s)].eps) stack.push_back(t);
+        }
+        std::sort(set.begin(), set.end());
+    }
+
+    Expected<std::vector<DState>> build_rule(int r) {
+        nfa_.clear();
+        const int32_t start = new_state(), accept = new_state();
+        EMBER_TRY(build(g_.rule(r).body, start, accept, 0));
+        nfa_total_ += int64_t(nfa_.size());
+        mark_.assign(nfa_.size(), 0);
+        stamp_ = 0;
+        std::unordered_map<std::vector<int32_t>, int32_t, VecHash> ids;
+        std::vector<std::vector<int32_t>> sets;
+        std::vector<DState> dfa;
+        std::vector<int32_t> s0 = {start};
+        closure(s0);
+        ids.emplace(s0, 0);
+        sets.push_back(s0);
+        std::vector<std::vector<int32_t>> by_class;
+        by_class.resize(size_t(n_classes_));
+        for (size_t k = 0; k < sets.size(); ++k) {
+            if (int64_t(sets.size()) + dfa_total_ > lim_.max_dfa_states)
+                return errorf("grammar too large: more than %lld DFA states", (long long)lim_.max_dfa_states);
+            DState d;
+            d.next.assign(size_t(n_classes_), -1);
+            for (auto& v : by_class) v.clear();
+            std::vector<std::pair<int32_t, int32_t>> calls;
+            for (int32_t s : sets[k]) {
+                d.accept |= s == accept;
+                for (auto& [set, t] : nfa_[size_t(s)].bytes)
+                    for (int32_t c : set_classes_[size_t(set)]) by_class[size_t(c)].push_back(t);
+                for (auto& c : nfa_[size_t(s)].calls) calls.push_back(c);
+            }
+            auto intern = [&](std::vector<int32_t> t) {
+                closure(t);
+                auto it = ids.find(t);
+                if (it != ids.end()) return it->second;
+                const int32_t id = int32_t(sets.size());
+                ids.emplace(t, id);
+                sets.push_back(std::move(t));
+                return id;
+            };
+            for (int c = 0; c < n_classes_; ++c)
+                if (!by_class[size_t(c)].empty()) d.next[size_t(c)] = intern(by_class[size_t(c)]);
+            std::sort(calls.begin(), calls.end());
+            for (size_t i = 0; i < calls.size();) {
+                size_t j = i;
+                std::vector<int32_t> t;
+                while (j < calls.size() && calls[j].first == calls[i].first) t.push_back(calls[j++].second);
+                d.calls.push_back({calls[i].first, intern(std::move(t))});
+                i = j;
+            }
+            dfa.push_back(std::move(d));
+        }
+        dfa_total_ += int64_t(dfa.size());
+        return dfa;
+    }
+
+    // ---- trimming ---------------------------------------------------------------------------------------
+    // live[r][s]: state s of rule r can reach acceptance (through productive calls). Iterated to a fixed point
+    // over productive rules, then dead edges are removed.
+    Status trim() {
+        const size_t R = dfas_.size();
+        std::vector<bool> productive(R, false);
+        std::vector<std::vector<bool>> live(R);
+        for (bool changed = true; changed;) {
+            changed = false;
+            for (size_t r = 0; r < R; ++r) {
+                const auto& d = dfas_[r];
+                std::vector<bool> lv(d.size(), false);
+                for (bool ch = true; ch;) {
+                    ch = false;
+                    for (size_t s = 0; s < d.size(); ++s) {
+                        if (lv[s]) continue;
+                        bool ok = d[s].accept;
+                        for (int32_t t : d[s].next) ok = ok || (t >= 0 && lv[size_t(t)]);
+                        for (auto& c : d[s].calls)
+                            ok = ok || (productive[size_t(rule_dfa_[size_t(c.first)])] && lv[size_t(c.second)]);
+                        if (ok) lv[s] = ch = true;
+                    }
+                }
+                if (lv[0] && !productive[r]) productive[r] = changed = true;
+                live[r] = std::move(lv);
+            }
+        }
+        if (!productive[0]) return errorf("grammar: rule '%s' matches nothing", g_.rule(g_.root).name.c_str());
+        for (size_t r = 0; r < R; ++r) {
+            auto& d = dfas_[r];
+            for (size_t s = 0; s < d.size(); ++s) {
+                for (int32_t& t : d[s].next)
+                    if (t >= 0 && !live[r][size_t(t)]) t = -1;
+                std::vector<std::pair<int32_t, int32_t>> keep;
+                for (auto& c : d[s].calls)
+                    if (productive[size_t(rule_dfa_[size_t(c.first)])] && live[r][size_t(c.second)]) keep.push_back(c);
+                d[s].calls = std::move(keep);
+            }
+        }
+        return Status::ok();
+    }
+
+    // A rule that can reach a call of itself without consuming a byte would make the matcher's stack grow
+    // without bound (left recursion): refused.
+    Status check_left_recursion() {
+        const size_t R = dfas_.size();
+        std::vector<bool> nullable(R, false);
+        auto zero_reach = [&](size_t r, std::vector<int32_t>* callees) {  // states reachable without a byte
+            const auto& d = dfas_[r];
+            std::vector<bool> seen(d.size(), false);
+            std::vector<int32_t> st = {0};
+            bool acc = false;
+            while (!st.empty()) {
+                const int32_t s = st.back();
+                st.pop_back();
+                if (seen[size_t(s)]) continue;
+                seen[size_t(s)] = true;
+                acc = acc || d[size_t(s)].accept;
+                for (auto& c : d[size_t(s)].calls) {
+                    const int32_t callee = rule_dfa_[size_t(c.first)];
+                    if (callees) callees->push_back(callee);
+                    if (nullable[size_t(callee)]) st.push_back(c.second);
+                }
+            }
+            return acc;
+        };
+        for (bool ch = true; ch;) {
+            ch = false;
+            for (size_t r = 0; r < R; ++r)
+                if (!nullable[r] && zero_reach(r, nullptr)) nullable[r] = ch = true;
+        }
+        std::vector<std::vector<int32_t>> left(R);
+        for (size_t r = 0; r < R; ++r) zero_reach(r, &left[r]);
+        std::vector<int> color(R, 0);  // 0 new, 1 on stack, 2 done
+        std::string bad;
+        std::function<bool(size_t)> dfs = [&](size_t v) {
+            color[v] = 1;
+            for (int32_t w : left[v]) {
+                if (color[size_t(w)] == 1) { bad = g_.rule(called_[size_t(w)]).name; return true; }
+                if (color[size_t(w)] == 0 && dfs(size_t(w))) return true;
+            }
+            color[v] = 2;
+            return false;
+        };
+        for (size_t r = 0; r < R; ++r)
+            if (color[r] == 0 && dfs(r))
+                return errorf("grammar: left recursion through rule '%s' is not supported", bad.c_str());
+        return Status::ok();
+    }
+
+    // ---- flatten ----------------------------------------------------------------------------------------
+    Expected<std::shared_ptr<const CompiledGrammar>> flatten() {
+        auto cg = std::make_shared<CompiledGrammar>();
+        cg->n_classes = n_classes_;
+        std::copy(byte_class_, byte_class_ + 256, cg->byte_class);
+        std::vector<int32_t> base(dfas_.size());
+        int64_t total = 0;
+        for (size_t r = 0; r < dfas_.size(); ++r) { base[r] = int32_t(total); total += int64_t(dfas_[r].size()); }
+        const size_t nc = size_t(n_classes_);
+        cg->next.assign(size_t(total) * nc, -1);
+        cg->flags.assign(size_t(total), 0);
+        cg->state_rule.assign(size_t(total), 0);
+        cg->call_begin.assign(size_t(total) + 1, 0);
+        for (size_t r = 0; r < dfas_.size(); ++r) cg->rule_names.push_back(g_.rule(called_[r]).name);
+        for (size_t r = 0; r < dfas_.size(); ++r) cg->rule_start.push_back(base[r]);
+        for (size_t r = 0; r < dfas_.size(); ++r)
+            for (size_t s = 0; s < dfas_[r].size(); ++s) {
+                const DState& d = dfas_[r][s];
+                const size_t gs = size_t(base[r]) + s;
+                uint8_t f = d.accept ? CompiledGrammar::ACCEPT : 0;
+                for (size_t c = 0; c < nc; ++c)
+                    if (d.next[c] >= 0) {
+                        cg->next[gs * nc + c] = base[r] + d.next[c];
+                        f |= CompiledGrammar::HAS_BYTES;
+                    }
+                if (!d.calls.empty()) f |= CompiledGrammar::HAS_CALLS;
+                cg->flags[gs] = f;
+                cg->state_rule[gs] = int32_t(r);
+                for (auto& c : d.calls) {
+                    const int32_t callee = rule_dfa_[size_t(c.first)];
+                    cg->calls.push_back({base[size_t(callee)], base[r] + c.second, callee});
+                }
+                cg->call_begin[gs + 1] = uint32_t(cg->calls.size());
+            }
+        // CALL_FREE: no call edge reachable through byte edges (greatest fixed point).
+        std::vector<bool> free(size_t(total), true);
+        for (int64_t s = 0; s < total; ++s) free[size_t(s)] = !(cg->flags[size_t(s)] & CompiledGrammar::HAS_CALLS);
+        for (bool ch = true; ch;) {
+            ch = false;
+            for (int64_t s = 0; s < total; ++s) {
+                if (!free[size_t(s)]) continue;
+                for (size_t c = 0; c < nc; ++c) {
+                    const int32_t t = cg->next[size_t(s) * nc + c];
+                    if (t >= 0 && !free[size_t(t)]) { free[size_t(s)] = false; ch = true; break; }
+                }
+            }
+        }
+        for (int64_t s = 0; s < total; ++s)
+            if (free[size_t(s)]) cg->flags[size_t(s)] |= CompiledGrammar::CALL_FREE;
+        cg->root_start = base[0];
+        return std::shared_ptr<const CompiledGrammar>(std::move(cg));
+    }
+
+    const GrammarIR& g_;
+    CompileLimits lim_;
+    std::vector<bool> recursive_;
+    std::vector<int64_t> inline_size_;
+    int n_classes_ = 0;
+    uint8_t byte_class_[256] = {};
+    std::vector<uint8_t> class_rep_;
+    std::vector<ByteSet> sets_;
+    std::unordered_map<std::vector<int32_t>, int32_t, VecHash> set_ids_;
+    std::vector<std::vector<int32_t>> set_classes_;
+    std::vector<NState> nfa_;
+    std::vector<uint32_t> mark_;
+    uint32_t stamp_ = 0;
+    int64_t nfa_total_ = 0, dfa_total_ = 0;
+    std::vector<int> rule_dfa_;  // IR rule → index of its DFA (-1 = not called)
+    std::vector<int> called_;    // DFA index → IR rule
+    std::vector<std::vector<DState>> dfas_;
+};
+
+}  // namespace
+
+Expected<std::shared_ptr<const CompiledGrammar>> compile_grammar(const GrammarIR& g, const CompileLimits& lim) {
+    Compiler c(g, lim);
+    return c.run();
+}
+
+}  // namespace ember::grammar
