@@ -122,6 +122,8 @@ private:
                 const int64_t k = expr_size(n.kids[0]);
                 return k * (n.max < 0 ? std::max(n.min, 1) : n.max) + 2;
             }
+            case Op::DFA: return g_.dfa_of(e).n + 1;
+            case Op::GRAPH: s += g_.graph_of(e).n_states; [[fallthrough]];
             default:
                 for (int k : n.kids) s += expr_size(k);
                 return s;
@@ -130,22 +132,39 @@ private:
     bool inlines(int r) { return g_.rule(r).inline_ok && !recursive_[size_t(r)] && inline_size(r) <= kInlineMaxStates; }
 
     // ---- byte classes -----------------------------------------------------------------------------------
+    // Refines the partition `cls` (n classes) by another labelling of the bytes.
+    static void refine(std::vector<int>& cls, int& n, const std::vector<int>& other) {
+        std::unordered_map<int64_t, int> ids;
+        std::vector<int> next_cls(256);
+        for (int b = 0; b < 256; ++b) {
+            const int64_t key = int64_t(cls[size_t(b)]) * 1000003 + other[size_t(b)];
+            auto it = ids.emplace(key, int(ids.size())).first;
+            next_cls[size_t(b)] = it->second;
+        }
+        cls = next_cls;
+        n = int(ids.size());
+    }
+
     void make_byte_classes() {
         std::vector<int> cls(256, 0);
         int n = 1;
         for (int e = 0; e < g_.n_nodes(); ++e) {
             const Node& nd = g_.node(e);
-            if (nd.op != Op::BYTES) continue;
-            std::vector<int> remap_in(size_t(n), -1), remap_out(size_t(n), -1);
-            int m = 0;
-            std::vector<int> next_cls(256);
-            for (int b = 0; b < 256; ++b) {
-                auto& rm = nd.bytes.has(uint8_t(b)) ? remap_in : remap_out;
-                if (rm[size_t(cls[size_t(b)])] < 0) rm[size_t(cls[size_t(b)])] = m++;
-                next_cls[size_t(b)] = rm[size_t(cls[size_t(b)])];
+            std::vector<int> other(256);
+            if (nd.op == Op::BYTES) {
+                for (int b = 0; b < 256; ++b) other[size_t(b)] = nd.bytes.has(uint8_t(b));
+            } else if (nd.op == Op::DFA) {  // bytes equivalent in the DFA iff their columns are equal
+                const ByteDfa& d = g_.dfa_of(e);
+                std::unordered_map<std::vector<int32_t>, int, VecHash> cols;
+                for (int b = 0; b < 256; ++b) {
+                    std::vector<int32_t> col(size_t(d.n));
+                    for (int s = 0; s < d.n; ++s) col[size_t(s)] = d.next[size_t(s) * 256 + size_t(b)];
+                    other[size_t(b)] = cols.emplace(std::move(col), int(cols.size())).first->second;
+                }
+            } else {
+                continue;
             }
-            cls = next_cls;
-            n = m;
+            refine(cls, n, other);
         }
         n_classes_ = n;
         for (int b = 0; b < 256; ++b) byte_class_[b] = uint8_t(cls[size_t(b)]);
@@ -225,6 +244,34 @@ private:
                             return errorf("grammar too large: more than %lld automaton states", (long long)lim_.max_nfa_states);
                     }
                     nfa_[size_t(cur)].eps.push_back(to);
+                }
+                return Status::ok();
+            }
+            case Op::GRAPH: {
+                const Graph& gr = g_.graph_of(e);
+                std::vector<int32_t> map(size_t(gr.n_states));
+                for (auto& m : map) m = new_state();
+                nfa_[size_t(from)].eps.push_back(map[size_t(gr.start)]);
+                for (int f : gr.finals) nfa_[size_t(map[size_t(f)])].eps.push_back(to);
+                for (const Graph::Edge& ed : gr.edges) {
+                    if (ed.expr < 0) nfa_[size_t(map[size_t(ed.from)])].eps.push_back(map[size_t(ed.to)]);
+                    else EMBER_TRY(build(ed.expr, map[size_t(ed.from)], map[size_t(ed.to)], depth + 1));
+                }
+                return Status::ok();
+            }
+            case Op::DFA: {
+                const ByteDfa& d = g_.dfa_of(e);
+                std::vector<int32_t> map(size_t(d.n));
+                for (auto& m : map) m = new_state();
+                nfa_[size_t(from)].eps.push_back(map[0]);
+                for (int st = 0; st < d.n; ++st) {
+                    if (d.accept[size_t(st)]) nfa_[size_t(map[size_t(st)])].eps.push_back(to);
+                    std::unordered_map<int32_t, ByteSet> by_target;
+                    for (int b = 0; b < 256; ++b) {
+                        const int32_t t = d.next[size_t(st) * 256 + size_t(b)];
+                        if (t >= 0) by_target[t].add(uint8_t(b));
+                    }
+                    for (auto& [t, set] : by_target) nfa_[size_t(map[size_t(st)])].bytes.push_back({set_id(set), map[size_t(t)]});
                 }
                 return Status::ok();
             }

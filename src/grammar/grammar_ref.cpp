@@ -67,6 +67,34 @@ int EarleyRef::nt_of_node(const GrammarIR& g, int e) {
             break;
         }
         case Op::REF: add_prod(nt, {{false, nt_of_rule(g, n.rule)}}); break;
+        case Op::GRAPH: {  // one nonterminal per graph state: S → expr T | ε (final)
+            const Graph& gr = g.graph_of(e);
+            std::vector<int> st(size_t(gr.n_states));
+            for (auto& x : st) x = new_nt();
+            add_prod(nt, {{false, st[size_t(gr.start)]}});
+            for (int f : gr.finals) add_prod(st[size_t(f)], {});
+            for (const Graph::Edge& ed : gr.edges) {
+                if (ed.expr < 0) add_prod(st[size_t(ed.from)], {{false, st[size_t(ed.to)]}});
+                else add_prod(st[size_t(ed.from)], {{false, nt_of_node(g, ed.expr)}, {false, st[size_t(ed.to)]}});
+            }
+            break;
+        }
+        case Op::DFA: {  // one nonterminal per DFA state: S → byte T | ε (accepting)
+            const ByteDfa& d = g.dfa_of(e);
+            std::vector<int> st(size_t(d.n));
+            for (auto& x : st) x = new_nt();
+            add_prod(nt, {{false, st[0]}});
+            for (int s = 0; s < d.n; ++s) {
+                if (d.accept[size_t(s)]) add_prod(st[size_t(s)], {});
+                for (int b = 0; b < 256; ++b) {
+                    const int32_t t = d.next[size_t(s) * 256 + size_t(b)];
+                    if (t < 0) continue;
+                    terms_.push_back(ByteSet::of(uint8_t(b)));
+                    add_prod(st[size_t(s)], {{true, int(terms_.size()) - 1}, {false, st[size_t(t)]}});
+                }
+            }
+            break;
+        }
     }
     return nt;
 }

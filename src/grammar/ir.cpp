@@ -81,6 +81,24 @@ int GrammarIR::ref(int rule) {
     return add(n);
 }
 
+int GrammarIR::graph(Graph gr) {
+    Node n;
+    n.op = Op::GRAPH;
+    n.aux = int(graphs_.size());
+    for (const Graph::Edge& e : gr.edges)
+        if (e.expr >= 0) n.kids.push_back(e.expr);  // for walkers that only follow kids
+    graphs_.push_back(std::move(gr));
+    return add(std::move(n));
+}
+
+int GrammarIR::dfa(ByteDfa d) {
+    Node n;
+    n.op = Op::DFA;
+    n.aux = int(dfas_.size());
+    dfas_.push_back(std::move(d));
+    return add(std::move(n));
+}
+
 int GrammarIR::add_rule(const std::string& name, bool inline_ok) {
     Rule r;
     r.name = name;

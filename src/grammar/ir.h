@@ -2,6 +2,8 @@
 // references to rules (an "extended BNF"). Every front end lowers to it: GBNF (gbnf.h), regular expressions
 // (regex.h) and JSON Schema (json_schema.h); compile.h turns it into the automata the matcher runs.
 //   expr := BYTES(set) | SEQ(e...) | ALT(e...) | REPEAT(e, min, max) | REF(rule) | EMPTY | NOTHING
+//         | GRAPH(states, edges labelled by expressions)   an explicit automaton (shared states: object members)
+//         | DFA(byte automaton)                             a byte DFA built elsewhere (byte_dfa.h: intersections)
 // Text is UTF-8: a Unicode character class is lowered to byte sequences (utf8.h) before it gets here.
 #pragma once
 #include <cstdint>
@@ -27,7 +29,24 @@ struct ByteSet {
     bool operator==(const ByteSet& o) const { return w[0] == o.w[0] && w[1] == o.w[1] && w[2] == o.w[2] && w[3] == o.w[3]; }
 };
 
-enum class Op : uint8_t { EMPTY, NOTHING, BYTES, SEQ, ALT, REPEAT, REF };
+enum class Op : uint8_t { EMPTY, NOTHING, BYTES, SEQ, ALT, REPEAT, REF, GRAPH, DFA };
+
+// An automaton whose edges are expressions (expr < 0: epsilon); it matches a path from start to a final state.
+struct Graph {
+    struct Edge {
+        int from, to, expr;
+    };
+    int n_states = 0, start = 0;
+    std::vector<int> finals;
+    std::vector<Edge> edges;
+};
+
+// A deterministic automaton over bytes: next[s * 256 + b] (−1 = reject), accept[s], start state 0.
+struct ByteDfa {
+    int n = 0;
+    std::vector<int32_t> next;
+    std::vector<uint8_t> accept;
+};
 
 struct Node {
     Op op = Op::EMPTY;
@@ -35,6 +54,7 @@ struct Node {
     std::vector<int> kids;    // SEQ, ALT; REPEAT: one
     int min = 0, max = 0;     // REPEAT: max < 0 = unbounded
     int rule = -1;            // REF
+    int aux = -1;             // GRAPH / DFA: index into the grammar's graphs / dfas
 };
 
 struct Rule {
@@ -58,6 +78,10 @@ public:
     int plus(int e) { return repeat(e, 1, -1); }
     int opt(int e) { return repeat(e, 0, 1); }
     int ref(int rule);
+    int graph(Graph g);
+    int dfa(ByteDfa d);
+    const Graph& graph_of(int e) const { return graphs_[size_t(nodes_[size_t(e)].aux)]; }
+    const ByteDfa& dfa_of(int e) const { return dfas_[size_t(nodes_[size_t(e)].aux)]; }
     // Rules: add_rule makes a new (undefined) rule; find_rule by name (-1 if none).
     int add_rule(const std::string& name, bool inline_ok = true);
     int find_rule(std::string_view name) const;
@@ -74,6 +98,8 @@ private:
     int add(Node n);
     std::vector<Node> nodes_;
     std::vector<Rule> rules_;
+    std::vector<Graph> graphs_;
+    std::vector<ByteDfa> dfas_;
 };
 
 }  // namespace ember::grammar

@@ -42,7 +42,7 @@ size_t Runtime::VecHash::operator()(const std::vector<int32_t>& v) const {
 // child's configuration lives in cfg_[depth] (nested walks only write deeper entries).
 template <class OnTok, class OnEdge>
 void Runtime::walk(const Trie& T, uint32_t at, const Config& c, OnTok& on_tok, OnEdge& on_edge) {
-    if (c.heads.size() == 1 && !c.complete && (g_->flags[size_t(gs_[size_t(c.heads[0])])] & CompiledGrammar::CALL_FREE)) {
+    if (c.heads.size() == 1 && !c.complete && !(g_->flags[size_t(gs_[size_t(c.heads[0])])] & CompiledGrammar::HAS_CALLS)) {
         walk_fast(T, at, c.heads[0], on_tok, on_edge);
         return;
     }
@@ -57,8 +57,9 @@ void Runtime::walk(const Trie& T, uint32_t at, const Config& c, OnTok& on_tok, O
     }
 }
 
-// One call-free head: a plain DFA loop over the subtree. Where the frame may pop with bytes left, the popped
-// continuation is walked separately (parent known) or recorded as an edge (parent kSentinel).
+// One head without calls: a plain DFA loop over the subtree. Where the frame may pop with bytes left, the popped
+// continuation is walked separately (parent known) or recorded as an edge (parent kSentinel); at a state with
+// calls the subtree continues in the general walk.
 template <class OnTok, class OnEdge>
 void Runtime::walk_fast(const Trie& T, uint32_t at, int32_t head, OnTok& on_tok, OnEdge& on_edge) {
     const CompiledGrammar& g = *g_;
@@ -83,6 +84,17 @@ void Runtime::walk_fast(const Trie& T, uint32_t at, int32_t head, OnTok& on_tok,
         for (uint32_t k = T.tok_begin[j]; k < T.tok_begin[j + 1]; ++k) on_tok(T.toks[k]);
         const uint8_t f = flags[s];
         if (T.end[j] > j + 1) {
+            if (f & CompiledGrammar::HAS_CALLS) {  // leave the DFA loop: calls (and pops) in the general walk
+                Config& c = cfg_[T.depth[j]];
+                const int32_t nd = intern(s, p);
+                bool sp = false;
+                closure(&nd, 1, c, &sp);
+                if (sp) on_edge(j);
+                if (!c.heads.empty()) walk(T, j, c, on_tok, on_edge);
+                st[T.depth[j]] = s;
+                j = T.end[j];
+                continue;
+            }
             if ((f & CompiledGrammar::ACCEPT) && p != kBottom) {
                 if (p == kSentinel) {
                     on_edge(j);

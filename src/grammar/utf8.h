@@ -10,6 +10,7 @@ namespace ember::grammar {
 
 struct CpRange {
     uint32_t lo, hi;  // inclusive
+    bool operator==(const CpRange& o) const { return lo == o.lo && hi == o.hi; }
 };
 // A set of code points: sorted, disjoint, non-adjacent ranges within [0, 0x10FFFF] (surrogates allowed in the
 // set but never encoded: UTF-8 has no surrogates).

@@ -1,0 +1,177 @@
+// Byte DFA construction and algebra: compile the expression, product construction, complement with a sink,
+// trimming and Moore partition refinement.
+#include "grammar/byte_dfa.h"
+
+#include <unordered_map>
+
+#include "grammar/compile.h"
+
+namespace ember::grammar {
+
+namespace {
+struct VecHash {
+    size_t operator()(const std::vector<int32_t>& v) const {
+        uint64_t h = 1469598103934665603ull;
+        for (int32_t x : v) h = (h ^ uint32_t(x)) * 1099511628211ull;
+        return size_t(h ^ (h >> 29));
+    }
+};
+}  // namespace
+
+Expected<ByteDfa> dfa_from_expr(GrammarIR& lex, int expr) {
+    const int saved = lex.root;
+    const int r = lex.add_rule("lexeme");
+    lex.define(r, expr);
+    lex.root = r;
+    auto cg = compile_grammar(lex);
+    lex.root = saved;
+    if (!cg) {
+        if (cg.message().find("matches nothing") != std::string::npos) return ByteDfa{};
+        return cg.status();
+    }
+    const CompiledGrammar& c = *cg.value();
+    EMBER_REQUIRE(c.calls.empty(), "internal: a lexeme references a rule");
+    ByteDfa d;
+    d.n = int(c.n_states());
+    d.next.resize(size_t(d.n) * 256);
+    d.accept.resize(size_t(d.n));
+    for (int s = 0; s < d.n; ++s) {
+        d.accept[size_t(s)] = c.accepting(s);
+        for (int b = 0; b < 256; ++b) d.next[size_t(s) * 256 + size_t(b)] = c.step(s, uint8_t(b));
+    }
+    return dfa_minimize(d);
+}
+
+ByteDfa dfa_minimize(const ByteDfa& a) {
+    if (a.n == 0) return a;
+    // Trim: reachable from 0 and co-reachable to an accepting state.
+    const size_t n = size_t(a.n);
+    std::vector<bool> reach(n, false), co(n, false);
+    std::vector<int32_t> st = {0};
+    reach[0] = true;
+    while (!st.empty()) {
+        const int32_t s = st.back();
+        st.pop_back();
+        for (int b = 0; b < 256; ++b) {
+            const int32_t t = a.next[size_t(s) * 256 + size_t(b)];
+            if (t >= 0 && !reach[size_t(t)]) { reach[size_t(t)] = true; st.push_back(t); }
+        }
+    }
+    std::vector<std::vector<int32_t>> rev(n);
+    for (size_t s = 0; s < n; ++s)
+        for (int b = 0; b < 256; ++b) {
+            const int32_t t = a.next[s * 256 + size_t(b)];
+            if (t >= 0) rev[size_t(t)].push_back(int32_t(s));
+        }
+    for (size_t s = 0; s < n; ++s)
+        if (a.accept[s] && reach[s]) { co[s] = true; st.push_back(int32_t(s)); }
+    while (!st.empty()) {
+        const int32_t s = st.back();
+        st.pop_back();
+        for (int32_t p : rev[size_t(s)])
+            if (!co[size_t(p)]) { co[size_t(p)] = true; st.push_back(p); }
+    }
+    if (!co[0]) return ByteDfa{};
+    // Moore refinement over live states (dead targets are class −1).
+    std::vector<int32_t> cls(n, -1);
+    for (size_t s = 0; s < n; ++s)
+        if (reach[s] && co[s]) cls[s] = a.accept[s] ? 1 : 0;
+    int n_cls = 0;
+    for (bool changed = true; changed;) {
+        std::unordered_map<std::vector<int32_t>, int32_t, VecHash> ids;
+        std::vector<int32_t> next_cls(n, -1);
+        for (size_t s = 0; s < n; ++s) {
+            if (cls[s] < 0) continue;
+            std::vector<int32_t> sig(257);
+            sig[0] = cls[s];
+            for (int b = 0; b < 256; ++b) {
+                const int32_t t = a.next[s * 256 + size_t(b)];
+                sig[size_t(b) + 1] = t >= 0 ? cls[size_t(t)] : -1;
+            }
+            next_cls[s] = ids.emplace(std::move(sig), int32_t(ids.size())).first->second;
+        }
+        changed = int(ids.size()) != n_cls;
+        n_cls = int(ids.size());
+        cls = std::move(next_cls);
+    }
+    // Renumber with the start state's class as 0.
+    std::vector<int32_t> order(size_t(n_cls), -1);
+    int32_t k = 0;
+    order[size_t(cls[0])] = k++;
+    for (size_t s = 0; s < n; ++s)
+        if (cls[s] >= 0 && order[size_t(cls[s])] < 0) order[size_t(cls[s])] = k++;
+    ByteDfa d;
+    d.n = n_cls;
+    d.next.assign(size_t(n_cls) * 256, -1);
+    d.accept.assign(size_t(n_cls), 0);
+    for (size_t s = 0; s < n; ++s) {
+        if (cls[s] < 0) continue;
+        const int32_t c = order[size_t(cls[s])];
+        d.accept[size_t(c)] = a.accept[s];
+        for (int b = 0; b < 256; ++b) {
+            const int32_t t = a.next[s * 256 + size_t(b)];
+            d.next[size_t(c) * 256 + size_t(b)] = (t >= 0 && cls[size_t(t)] >= 0) ? order[size_t(cls[size_t(t)])] : -1;
+        }
+    }
+    return d;
+}
+
+ByteDfa dfa_intersect(const ByteDfa& a, const ByteDfa& b) {
+    if (a.n == 0 || b.n == 0) return ByteDfa{};
+    std::unordered_map<int64_t, int32_t> ids;
+    std::vector<std::pair<int32_t, int32_t>> pairs = {{0, 0}};
+    ids.emplace(0, 0);
+    ByteDfa d;
+    for (size_t k = 0; k < pairs.size(); ++k) {
+        const auto [x, y] = pairs[k];
+        d.accept.push_back(a.accept[size_t(x)] && b.accept[size_t(y)]);
+        d.next.resize(d.next.size() + 256, -1);
+        for (int c = 0; c < 256; ++c) {
+            const int32_t tx = a.next[size_t(x) * 256 + size_t(c)], ty = b.next[size_t(y) * 256 + size_t(c)];
+            if (tx < 0 || ty < 0) continue;
+            const int64_t key = int64_t(tx) * b.n + ty;
+            auto it = ids.find(key);
+            int32_t id;
+            if (it == ids.end()) {
+                id = int32_t(pairs.size());
+                ids.emplace(key, id);
+                pairs.push_back({tx, ty});
+            } else {
+                id = it->second;
+            }
+            d.next[k * 256 + size_t(c)] = id;
+        }
+    }
+    d.n = int(pairs.size());
+    return dfa_minimize(d);
+}
+
+ByteDfa dfa_complement(const ByteDfa& a) {
+    ByteDfa d;
+    const int sink = a.n;  // a.n == 0: everything is accepted (sink = start)
+    d.n = a.n + 1;
+    d.next.assign(size_t(d.n) * 256, sink);
+    d.accept.assign(size_t(d.n), 1);
+    for (int s = 0; s < a.n; ++s) {
+        d.accept[size_t(s)] = !a.accept[size_t(s)];
+        for (int b = 0; b < 256; ++b) {
+            const int32_t t = a.next[size_t(s) * 256 + size_t(b)];
+            d.next[size_t(s) * 256 + size_t(b)] = t >= 0 ? t : sink;
+        }
+    }
+    return dfa_minimize(d);
+}
+
+bool dfa_matches(const ByteDfa& a, std::string_view s) {
+    if (a.n == 0) return false;
+    int32_t st = 0;
+    for (unsigned char c : s) {
+        st = a.next[size_t(st) * 256 + c];
+        if (st < 0) return false;
+    }
+    return a.accept[size_t(st)];
+}
+
+int dfa_expr(GrammarIR& g, ByteDfa d) { return d.n == 0 ? g.nothing() : g.dfa(std::move(d)); }
+
+}  // namespace ember::grammar
