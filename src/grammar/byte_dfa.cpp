@@ -16,6 +16,20 @@ struct VecHash {
         return size_t(h ^ (h >> 29));
     }
 };
+// Byte classes of a DFA (bytes whose columns are equal): cls[b] and one representative byte per class.
+int dfa_classes(const ByteDfa& a, uint8_t* cls, std::vector<uint8_t>& rep) {
+    std::unordered_map<std::vector<int32_t>, int, VecHash> ids;
+    rep.clear();
+    std::vector<int32_t> col(size_t(a.n));
+    for (int b = 0; b < 256; ++b) {
+        for (int s = 0; s < a.n; ++s) col[size_t(s)] = a.next[size_t(s) * 256 + size_t(b)];
+        auto it = ids.emplace(col, int(ids.size()));
+        if (it.second) rep.push_back(uint8_t(b));
+        cls[b] = uint8_t(it.first->second);
+    }
+    return int(ids.size());
+}
+
 }  // namespace
 
 Expected<ByteDfa> dfa_from_expr(GrammarIR& lex, int expr) {
@@ -72,23 +86,26 @@ ByteDfa dfa_minimize(const ByteDfa& a) {
             if (!co[size_t(p)]) { co[size_t(p)] = true; st.push_back(p); }
     }
     if (!co[0]) return ByteDfa{};
-    // Moore refinement over live states (dead targets are class −1).
+    // Moore refinement over live states (dead targets are class −1), on byte classes.
+    uint8_t bcls[256];
+    std::vector<uint8_t> rep;
+    const int nb = dfa_classes(a, bcls, rep);
     std::vector<int32_t> cls(n, -1);
     for (size_t s = 0; s < n; ++s)
         if (reach[s] && co[s]) cls[s] = a.accept[s] ? 1 : 0;
     int n_cls = 0;
+    std::vector<int32_t> sig(size_t(nb) + 1);
     for (bool changed = true; changed;) {
         std::unordered_map<std::vector<int32_t>, int32_t, VecHash> ids;
         std::vector<int32_t> next_cls(n, -1);
         for (size_t s = 0; s < n; ++s) {
             if (cls[s] < 0) continue;
-            std::vector<int32_t> sig(257);
             sig[0] = cls[s];
-            for (int b = 0; b < 256; ++b) {
-                const int32_t t = a.next[s * 256 + size_t(b)];
-                sig[size_t(b) + 1] = t >= 0 ? cls[size_t(t)] : -1;
+            for (int c = 0; c < nb; ++c) {
+                const int32_t t = a.next[s * 256 + rep[size_t(c)]];
+                sig[size_t(c) + 1] = t >= 0 ? cls[size_t(t)] : -1;
             }
-            next_cls[s] = ids.emplace(std::move(sig), int32_t(ids.size())).first->second;
+            next_cls[s] = ids.emplace(sig, int32_t(ids.size())).first->second;
         }
         changed = int(ids.size()) != n_cls;
         n_cls = int(ids.size());
@@ -118,29 +135,44 @@ ByteDfa dfa_minimize(const ByteDfa& a) {
 
 ByteDfa dfa_intersect(const ByteDfa& a, const ByteDfa& b) {
     if (a.n == 0 || b.n == 0) return ByteDfa{};
+    // Joint byte classes: (class in a, class in b).
+    uint8_t ca[256], cb[256];
+    std::vector<uint8_t> ra, rb;
+    dfa_classes(a, ca, ra);
+    dfa_classes(b, cb, rb);
+    std::unordered_map<int, int> joint;
+    std::vector<uint8_t> rep;
+    uint8_t jc[256];
+    for (int c = 0; c < 256; ++c) {
+        auto it = joint.emplace(int(ca[c]) * 256 + cb[c], int(joint.size()));
+        if (it.second) rep.push_back(uint8_t(c));
+        jc[c] = uint8_t(it.first->second);
+    }
     std::unordered_map<int64_t, int32_t> ids;
     std::vector<std::pair<int32_t, int32_t>> pairs = {{0, 0}};
     ids.emplace(0, 0);
     ByteDfa d;
+    std::vector<int32_t> row(rep.size());
     for (size_t k = 0; k < pairs.size(); ++k) {
         const auto [x, y] = pairs[k];
         d.accept.push_back(a.accept[size_t(x)] && b.accept[size_t(y)]);
-        d.next.resize(d.next.size() + 256, -1);
-        for (int c = 0; c < 256; ++c) {
+        for (size_t r = 0; r < rep.size(); ++r) {
+            const int c = rep[r];
             const int32_t tx = a.next[size_t(x) * 256 + size_t(c)], ty = b.next[size_t(y) * 256 + size_t(c)];
+            row[r] = -1;
             if (tx < 0 || ty < 0) continue;
             const int64_t key = int64_t(tx) * b.n + ty;
             auto it = ids.find(key);
-            int32_t id;
             if (it == ids.end()) {
-                id = int32_t(pairs.size());
-                ids.emplace(key, id);
+                row[r] = int32_t(pairs.size());
+                ids.emplace(key, row[r]);
                 pairs.push_back({tx, ty});
             } else {
-                id = it->second;
+                row[r] = it->second;
             }
-            d.next[k * 256 + size_t(c)] = id;
         }
+        d.next.resize(d.next.size() + 256);
+        for (int c = 0; c < 256; ++c) d.next[k * 256 + size_t(c)] = row[jc[c]];
     }
     d.n = int(pairs.size());
     return dfa_minimize(d);

@@ -62,6 +62,7 @@ public:
         }
         dfas_.resize(called_.size());
         EMBER_TRY(trim());
+        for (auto& d : dfas_) minimize(d);
         EMBER_TRY(check_left_recursion());
         return flatten();
     }
@@ -392,6 +393,63 @@ private:
             }
         }
         return Status::ok();
+    }
+
+    // Moore partition refinement of one rule's DFA (after trimming): states reachable from 0, merged when they
+    // agree on acceptance, byte targets and calls. Equivalent states would otherwise differ as masks keys.
+    void minimize(std::vector<DState>& d) {
+        const size_t n = d.size();
+        std::vector<bool> reach(n, false);
+        std::vector<int32_t> st = {0};
+        reach[0] = true;
+        while (!st.empty()) {
+            const int32_t s = st.back();
+            st.pop_back();
+            auto visit = [&](int32_t t) {
+                if (t >= 0 && !reach[size_t(t)]) { reach[size_t(t)] = true; st.push_back(t); }
+            };
+            for (int32_t t : d[size_t(s)].next) visit(t);
+            for (auto& c : d[size_t(s)].calls) visit(c.second);
+        }
+        std::vector<int32_t> cls(n, -1);
+        for (size_t s = 0; s < n; ++s)
+            if (reach[s]) cls[s] = d[s].accept ? 1 : 0;
+        size_t n_cls = 0;
+        std::vector<int32_t> sig;
+        for (bool changed = true; changed;) {
+            std::unordered_map<std::vector<int32_t>, int32_t, VecHash> ids;
+            std::vector<int32_t> nc(n, -1);
+            for (size_t s = 0; s < n; ++s) {
+                if (!reach[s]) continue;
+                sig.assign(1, cls[s]);
+                for (int32_t t : d[s].next) sig.push_back(t >= 0 ? cls[size_t(t)] : -1);
+                for (auto& c : d[s].calls) { sig.push_back(c.first); sig.push_back(cls[size_t(c.second)]); }
+                nc[s] = ids.emplace(sig, int32_t(ids.size())).first->second;
+            }
+            changed = ids.size() != n_cls;
+            n_cls = ids.size();
+            cls = std::move(nc);
+        }
+        if (n_cls == n) return;
+        std::vector<int32_t> order(n_cls, -1);
+        int32_t k = 0;
+        order[size_t(cls[0])] = k++;
+        for (size_t s = 0; s < n; ++s)
+            if (reach[s] && order[size_t(cls[s])] < 0) order[size_t(cls[s])] = k++;
+        std::vector<DState> m(n_cls);
+        std::vector<bool> done(n_cls, false);
+        for (size_t s = 0; s < n; ++s) {
+            if (!reach[s]) continue;
+            const int32_t c = order[size_t(cls[s])];
+            if (done[size_t(c)]) continue;
+            done[size_t(c)] = true;
+            DState x = d[s];
+            for (int32_t& t : x.next)
+                if (t >= 0) t = order[size_t(cls[size_t(t)])];
+            for (auto& cl : x.calls) cl.second = order[size_t(cls[size_t(cl.second)])];
+            m[size_t(c)] = std::move(x);
+        }
+        d = std::move(m);
     }
 
     // A rule that can reach a call of itself without consuming a byte would make the matcher's stack grow

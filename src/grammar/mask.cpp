@@ -1,5 +1,7 @@
 // Token masks: trie walks, per-state inner sets and edge suffixes, the per-configuration cache (runtime.h).
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "grammar/runtime.h"
@@ -49,6 +51,7 @@ void Runtime::walk(const Trie& T, uint32_t at, const Config& c, OnTok& on_tok, O
     Config& n = cfg_[size_t(T.depth[at]) + 1];
     for (uint32_t j = at + 1; j < T.end[at]; j = T.end[j]) {
         bool sp = false;
+        ++stats_.visited_general;
         if (!step(c, T.byte[j], n, &sp)) continue;
         for (uint32_t k = T.tok_begin[j]; k < T.tok_begin[j + 1]; ++k) on_tok(T.toks[k]);
         if (!T.has_children(j)) continue;
@@ -81,6 +84,7 @@ void Runtime::walk_fast(const Trie& T, uint32_t at, int32_t head, OnTok& on_tok,
             continue;
         }
         st[T.depth[j]] = s;
+        ++stats_.visited;
         for (uint32_t k = T.tok_begin[j]; k < T.tok_begin[j + 1]; ++k) on_tok(T.toks[k]);
         const uint8_t f = flags[s];
         if (T.end[j] > j + 1) {
@@ -130,19 +134,113 @@ const InnerEntry& Runtime::inner(int32_t gs) {
     return *inner_[size_t(idx)];
 }
 
+bool Runtime::plain_targets(int32_t gs, std::vector<int32_t>& out, bool& clean) const {
+    const CompiledGrammar& g = *g_;
+    auto add = [&](int32_t t) {
+        if (std::find(out.begin(), out.end(), t) == out.end()) out.push_back(t);
+    };
+    bool all_live = true;
+    for (int b = 0x20; b < 0x80; ++b) {
+        if (b == '"' || b == '\\') continue;
+        const int32_t t = g.step(gs, uint8_t(b));
+        if (t < 0) all_live = false;
+        else add(t);
+    }
+    // Multi-byte characters as byte-range sequences (surrogates excluded); bytes deduplicated per byte class.
+    struct Seq {
+        uint8_t lo[4], hi[4];
+        int n;
+    };
+    static const Seq kSeqs[] = {{{0xC2, 0x80}, {0xDF, 0xBF}, 2},
+                                {{0xE0, 0xA0, 0x80}, {0xE0, 0xBF, 0xBF}, 3},
+                                {{0xE1, 0x80, 0x80}, {0xEC, 0xBF, 0xBF}, 3},
+                                {{0xED, 0x80, 0x80}, {0xED, 0x9F, 0xBF}, 3},
+                                {{0xEE, 0x80, 0x80}, {0xEF, 0xBF, 0xBF}, 3},
+                                {{0xF0, 0x90, 0x80, 0x80}, {0xF0, 0xBF, 0xBF, 0xBF}, 4},
+                                {{0xF1, 0x80, 0x80, 0x80}, {0xF3, 0xBF, 0xBF, 0xBF}, 4},
+                                {{0xF4, 0x80, 0x80, 0x80}, {0xF4, 0x8F, 0xBF, 0xBF}, 4}};
+    std::vector<int32_t> cur, nxt;
+    for (const Seq& q : kSeqs) {
+        cur.assign(1, gs);
+        for (int k = 0; k < q.n; ++k) {
+            nxt.clear();
+            for (int32_t x : cur) {
+                bool seen[256] = {};
+                for (int b = q.lo[k]; b <= q.hi[k]; ++b) {
+                    const uint8_t c = g.byte_class[b];
+                    if (seen[c]) continue;
+                    seen[c] = true;
+                    const int32_t t = g.step(x, uint8_t(b));
+                    if (t < 0) { all_live = false; continue; }
+                    if (k + 1 == q.n) {
+                        add(t);
+                    } else {
+                        clean = clean && !(g.flags[size_t(t)] & (CompiledGrammar::ACCEPT | CompiledGrammar::HAS_CALLS));
+                        if (std::find(nxt.begin(), nxt.end(), t) == nxt.end()) nxt.push_back(t);
+                    }
+                }
+            }
+            cur.swap(nxt);
+        }
+    }
+    return all_live;
+}
+
+int64_t Runtime::plain_reach(int32_t gs, bool* exact) const {
+    // Layers of states after i plain characters; K = the first i where some plain character dies.
+    const CompiledGrammar& g = *g_;
+    const int64_t all = t_->max_plain_chars();
+    std::vector<int32_t> layer = {gs}, next;
+    std::vector<std::vector<int32_t>> seen;
+    bool clean = true;  // no accepting state or call inside the layers after the first
+    for (int64_t i = 0; i < all; ++i) {
+        next.clear();
+        bool live = true;
+        for (int32_t s : layer) live = plain_targets(s, next, clean) && live;
+        if (!live) {
+            if (exact) *exact = clean && next.empty();
+            return i;
+        }
+        std::sort(next.begin(), next.end());
+        for (int32_t t : next) clean = clean && !(g.flags[size_t(t)] & (CompiledGrammar::ACCEPT | CompiledGrammar::HAS_CALLS));
+        if (std::find(seen.begin(), seen.end(), next) != seen.end()) break;  // layers repeat: any length
+        seen.push_back(next);
+        layer.swap(next);
+    }
+    if (exact) *exact = true;
+    return all;
+}
+
 void Runtime::compute_inner(int32_t gs, InnerEntry& e) {
-    const Trie& T = t_->trie();
     const int64_t W = t_->mask_words();
     std::vector<uint32_t> words(size_t(W), 0u);
+    Config c0;
+    const int32_t n0 = intern(gs, kSentinel);
+    closure(&n0, 1, c0, nullptr);  // a pop before any byte is the caller's head, not an edge
+    // A single head without calls that takes plain characters uniformly: the short plain tokens are allowed
+    // outright and only the remaining tokens are walked.
+    TokenIndex::Slice sl = t_->slice(0);
+    if (c0.heads.size() == 1 && !c0.complete && !(g_->flags[size_t(gs_[size_t(c0.heads[0])])] & CompiledGrammar::HAS_CALLS)) {
+        bool exact = false;
+        const int64_t K = plain_reach(gs_[size_t(c0.heads[0])], &exact);
+        sl = exact ? TokenIndex::Slice{int(K), &t_->plain_upto(K), &t_->nonplain_trie()} : t_->slice(K);
+    }
+    if (sl.covered)
+        for (int64_t i = 0; i < W; ++i) words[size_t(i)] = (*sl.covered)[size_t(i)];
+    const Trie& T = *sl.rest;
     std::vector<std::pair<int32_t, uint16_t>> edges;  // (token, offset of the pop)
     auto on_tok = [&](int32_t t) { words[size_t(t) >> 5] |= 1u << (t & 31); };
     auto on_edge = [&](uint32_t j) {
         for (uint32_t k = T.tok_begin[j + 1]; k < T.tok_begin[T.end[j]]; ++k) edges.push_back({T.toks[k], T.depth[j]});
     };
-    Config c0;
-    const int32_t n0 = intern(gs, kSentinel);
-    closure(&n0, 1, c0, nullptr);  // a pop before any byte is the caller's head, not an edge
+    const int64_t v0 = stats_.visited, g0 = stats_.visited_general;
     if (!c0.heads.empty()) walk(T, 0, c0, on_tok, on_edge);
+    static const bool dbg = std::getenv("EMBER_GRAMMAR_DEBUG") != nullptr;
+    if (dbg)
+        std::fprintf(stderr, "[grammar] inner gs %d (rule %s, %zu heads%s): reach %lld, slice tau %d, trie of %u nodes, visited %lld fast + %lld general, %zu edges\n", gs,
+                     g_->rule_names[size_t(g_->state_rule[size_t(gs)])].c_str(), c0.heads.size(),
+                     c0.heads.size() == 1 && (g_->flags[size_t(gs_[size_t(c0.heads[0])])] & CompiledGrammar::HAS_CALLS) ? " calls" : "",
+                     c0.heads.size() == 1 ? (long long)plain_reach(gs_[size_t(c0.heads[0])]) : -1LL, sl.tau, T.size(), (long long)(stats_.visited - v0), (long long)(stats_.visited_general - g0), edges.size());
     e.inner.store(words.data(), W);
     // Edges: tokens not already accepted inside the frame, grouped by the suffix after the pop.
     std::vector<std::pair<std::string, int32_t>> sfx;

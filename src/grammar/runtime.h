@@ -67,12 +67,19 @@ public:
     // words[ceil(V/32)] ← tokens allowed from c (EOS ids iff c.complete).
     void fill_mask(const Config& c, uint32_t* words);
     struct Stats {
-        int64_t cache_hits = 0, cache_misses = 0, inner_computed = 0, nodes = 0;
+        int64_t cache_hits = 0, cache_misses = 0, inner_computed = 0, nodes = 0, visited = 0, visited_general = 0;
     };
     Stats stats() const;
 
 private:
     const InnerEntry& inner(int32_t gs);
+    // The states one plain character leads to from gs (added to out); false if some plain character dies.
+    // clean ← false when a state inside a multi-byte character accepts or calls.
+    bool plain_targets(int32_t gs, std::vector<int32_t>& out, bool& clean) const;
+    // K: every string of ≤ K plain characters is viable from gs (K = the vocabulary's longest plain token: all).
+    // *exact: the chain of plain steps passes no accepting state or call and ends where no plain character
+    // can start, so exactly the plain tokens of ≤ K characters are allowed.
+    int64_t plain_reach(int32_t gs, bool* exact = nullptr) const;
     void compute_inner(int32_t gs, InnerEntry& e);
     template <class OnTok, class OnEdge>
     void walk(const Trie& T, uint32_t at, const Config& c, OnTok& on_tok, OnEdge& on_edge);

@@ -50,12 +50,66 @@ Trie Trie::build(std::vector<std::pair<std::string, int32_t>> entries) {
     return t;
 }
 
+namespace {
+// Characters of s if it is complete UTF-8 of characters a JSON string holds unescaped, else −1.
+int plain_chars(const std::string& s) {
+    int n = 0;
+    for (size_t i = 0; i < s.size();) {
+        const unsigned char b = static_cast<unsigned char>(s[i]);
+        if (b < 0x80) {
+            if (b < 0x20 || b == '"' || b == '\\') return -1;
+            ++i;
+        } else {
+            const int len = (b >> 5) == 6 ? 2 : (b >> 4) == 14 ? 3 : (b >> 3) == 30 ? 4 : 0;
+            if (len == 0 || i + size_t(len) > s.size()) return -1;
+            uint32_t c = b & (0x7Fu >> len);
+            for (int k = 1; k < len; ++k) {
+                const unsigned char x = static_cast<unsigned char>(s[i + size_t(k)]);
+                if ((x & 0xC0) != 0x80) return -1;
+                c = (c << 6) | (x & 0x3F);
+            }
+            static const uint32_t kMin[5] = {0, 0, 0x80, 0x800, 0x10000};
+            if (c < kMin[len] || c > 0x10FFFF || (c >= 0xD800 && c <= 0xDFFF)) return -1;
+            i += size_t(len);
+        }
+        ++n;
+    }
+    return n;
+}
+}  // namespace
+
 std::shared_ptr<const TokenIndex> TokenIndex::build(std::vector<std::string> bytes, std::vector<int32_t> eos) {
     auto ti = std::make_shared<TokenIndex>();
     std::vector<std::pair<std::string, int32_t>> entries;
+    std::vector<int> chars(bytes.size(), -1);
+    int max_c = 0;
     for (size_t i = 0; i < bytes.size(); ++i)
-        if (!bytes[i].empty() && bytes[i].size() <= 65535) entries.push_back({bytes[i], int32_t(i)});
+        if (!bytes[i].empty() && bytes[i].size() <= 65535) {
+            entries.push_back({bytes[i], int32_t(i)});
+            chars[i] = std::find(eos.begin(), eos.end(), int32_t(i)) != eos.end() ? -1 : plain_chars(bytes[i]);
+            max_c = std::max(max_c, chars[i]);
+        }
     ti->trie_ = Trie::build(std::move(entries));
+    ti->max_plain_ = max_c;
+    const size_t W = (bytes.size() + 31) / 32;
+    ti->plain_upto_.assign(size_t(max_c) + 1, std::vector<uint32_t>(W, 0u));
+    for (size_t i = 0; i < bytes.size(); ++i)
+        if (chars[i] > 0) ti->plain_upto_[size_t(chars[i])][i >> 5] |= 1u << (i & 31);
+    for (size_t c = 1; c < ti->plain_upto_.size(); ++c)
+        for (size_t w = 0; w < W; ++w) ti->plain_upto_[c][w] |= ti->plain_upto_[c - 1][w];
+    for (int tau : {2, 4, 8, 16, 32, max_c}) {
+        if (tau > max_c || (!ti->taus_.empty() && tau <= ti->taus_.back())) continue;
+        std::vector<std::pair<std::string, int32_t>> rest;
+        std::vector<uint32_t> cov(W, 0u);
+        for (size_t i = 0; i < bytes.size(); ++i) {
+            if (bytes[i].empty() || bytes[i].size() > 65535) continue;
+            if (chars[i] >= 1 && chars[i] <= tau) cov[i >> 5] |= 1u << (i & 31);
+            else rest.push_back({bytes[i], int32_t(i)});
+        }
+        ti->taus_.push_back(tau);
+        ti->rest_.push_back(Trie::build(std::move(rest)));
+        ti->covered_.push_back(std::move(cov));
+    }
     std::sort(eos.begin(), eos.end());
     eos.erase(std::unique(eos.begin(), eos.end()), eos.end());
     std::vector<int32_t> ok;
@@ -64,6 +118,12 @@ std::shared_ptr<const TokenIndex> TokenIndex::build(std::vector<std::string> byt
     ti->eos_ = std::move(ok);
     ti->bytes_ = std::move(bytes);
     return ti;
+}
+
+TokenIndex::Slice TokenIndex::slice(int64_t K) const {
+    for (size_t k = taus_.size(); k-- > 0;)
+        if (taus_[k] <= K) return {taus_[k], &covered_[k], &rest_[k]};
+    return {0, nullptr, &trie_};
 }
 
 bool TokenIndex::is_eos(int32_t id) const { return std::binary_search(eos_.begin(), eos_.end(), id); }

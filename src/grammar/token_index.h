@@ -1,5 +1,6 @@
 // A tokenizer's vocabulary as the grammar matcher sees it: each token's byte string, in a trie.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -35,10 +36,30 @@ public:
     bool is_eos(int32_t id) const;
     const Trie& trie() const { return trie_; }
 
+    // The plain-text slice (llguidance's "slicer", in our form): "plain" tokens are complete UTF-8 of characters
+    // a JSON string holds unescaped (no control, '"' or '\\'). For a DFA state from which any k ≤ K plain
+    // characters lead to a live state, the plain tokens of ≤ τ characters (τ ≤ K) are allowed without a walk and
+    // only the other tokens are walked: slice(K) picks the largest such τ (0 = none: walk the whole trie).
+    struct Slice {
+        int tau;                        // plain tokens of ≤ tau characters are covered (0: none)
+        const std::vector<uint32_t>* covered;  // their bit words
+        const Trie* rest;               // every other token
+    };
+    Slice slice(int64_t K) const;
+    // Exactly the plain tokens of at most c characters (bit words), and the trie of all non-plain tokens.
+    const std::vector<uint32_t>& plain_upto(int64_t c) const { return plain_upto_[size_t(std::min<int64_t>(c, max_plain_))]; }
+    const Trie& nonplain_trie() const { return rest_.back(); }
+    int max_plain_chars() const { return max_plain_; }
+
 private:
     std::vector<std::string> bytes_;
     std::vector<int32_t> eos_;
     Trie trie_;
+    int max_plain_ = 0;
+    std::vector<int> taus_;                      // ascending
+    std::vector<Trie> rest_;                     // per tau: non-plain tokens and plain ones longer than tau
+    std::vector<std::vector<uint32_t>> covered_;  // per tau
+    std::vector<std::vector<uint32_t>> plain_upto_;  // [c]: plain tokens of ≤ c characters
 };
 
 }  // namespace ember::grammar
