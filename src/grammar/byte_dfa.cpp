@@ -5,6 +5,7 @@
 #include <unordered_map>
 
 #include "grammar/compile.h"
+#include "grammar/hopcroft.h"
 
 namespace ember::grammar {
 
@@ -86,30 +87,27 @@ ByteDfa dfa_minimize(const ByteDfa& a) {
             if (!co[size_t(p)]) { co[size_t(p)] = true; st.push_back(p); }
     }
     if (!co[0]) return ByteDfa{};
-    // Moore refinement over live states (dead targets are class −1), on byte classes.
+    // Hopcroft over the live states, on byte classes (dead targets are −1).
     uint8_t bcls[256];
     std::vector<uint8_t> rep;
     const int nb = dfa_classes(a, bcls, rep);
-    std::vector<int32_t> cls(n, -1);
+    std::vector<int32_t> live_id(n, -1), live;
     for (size_t s = 0; s < n; ++s)
-        if (reach[s] && co[s]) cls[s] = a.accept[s] ? 1 : 0;
-    int n_cls = 0;
-    std::vector<int32_t> sig(size_t(nb) + 1);
-    for (bool changed = true; changed;) {
-        std::unordered_map<std::vector<int32_t>, int32_t, VecHash> ids;
-        std::vector<int32_t> next_cls(n, -1);
-        for (size_t s = 0; s < n; ++s) {
-            if (cls[s] < 0) continue;
-            sig[0] = cls[s];
-            for (int c = 0; c < nb; ++c) {
-                const int32_t t = a.next[s * 256 + rep[size_t(c)]];
-                sig[size_t(c) + 1] = t >= 0 ? cls[size_t(t)] : -1;
-            }
-            next_cls[s] = ids.emplace(sig, int32_t(ids.size())).first->second;
+        if (reach[s] && co[s]) { live_id[s] = int32_t(live.size()); live.push_back(int32_t(s)); }
+    std::vector<int32_t> delta(live.size() * size_t(nb)), label(live.size());
+    for (size_t i = 0; i < live.size(); ++i) {
+        label[i] = a.accept[size_t(live[i])];
+        for (int c = 0; c < nb; ++c) {
+            const int32_t t = a.next[size_t(live[i]) * 256 + rep[size_t(c)]];
+            delta[i * size_t(nb) + size_t(c)] = t >= 0 ? live_id[size_t(t)] : -1;
         }
-        changed = int(ids.size()) != n_cls;
-        n_cls = int(ids.size());
-        cls = std::move(next_cls);
+    }
+    const std::vector<int32_t> lc = hopcroft_classes(int32_t(live.size()), nb, delta, label);
+    std::vector<int32_t> cls(n, -1);
+    int n_cls = 0;
+    for (size_t i = 0; i < live.size(); ++i) {
+        cls[size_t(live[i])] = lc[i];
+        n_cls = std::max(n_cls, lc[i] + 1);
     }
     // Renumber with the start state's class as 0.
     std::vector<int32_t> order(size_t(n_cls), -1);

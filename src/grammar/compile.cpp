@@ -1,5 +1,6 @@
 // Grammar IR → recursive transition network of DFAs (compile.h).
 #include "grammar/compile.h"
+#include "grammar/hopcroft.h"
 
 #include <algorithm>
 #include <functional>
@@ -69,17 +70,36 @@ public:
 
 private:
     // ---- rule graph -------------------------------------------------------------------------------------
-    void refs_of(int e, std::vector<int>& out) const {
-        const Node& n = g_.node(e);
-        if (n.op == Op::REF) out.push_back(n.rule);
-        for (int k : n.kids) refs_of(k, out);
+    void refs_of(int e, std::vector<int>& out) {  // each node once per call (the IR is a DAG)
+        if (mark_nodes_.size() != size_t(g_.n_nodes())) mark_nodes_.assign(size_t(g_.n_nodes()), 0);
+        ++node_stamp_;
+        std::vector<int> st = {e};
+        while (!st.empty()) {
+            const int x = st.back();
+            st.pop_back();
+            if (mark_nodes_[size_t(x)] == node_stamp_) continue;
+            mark_nodes_[size_t(x)] = node_stamp_;
+            const Node& n = g_.node(x);
+            if (n.op == Op::REF) out.push_back(n.rule);
+            for (int k : n.kids) st.push_back(k);
+        }
     }
+    std::vector<uint32_t> mark_nodes_;
+    uint32_t node_stamp_ = 0;
 
     void find_recursion() {  // Tarjan SCC; recursive_[r]: r is on a reference cycle
         const int R = g_.n_rules();
         std::vector<std::vector<int>> adj;
         adj.resize(size_t(R));
-        for (int r = 0; r < R; ++r) refs_of(g_.rule(r).body, adj[size_t(r)]);
+        std::vector<bool> got(size_t(R), false);  // rules reachable from the root only
+        for (std::vector<int> st = {g_.root}; !st.empty();) {
+            const int r = st.back();
+            st.pop_back();
+            if (got[size_t(r)]) continue;
+            got[size_t(r)] = true;
+            refs_of(g_.rule(r).body, adj[size_t(r)]);
+            for (int x : adj[size_t(r)]) st.push_back(x);
+        }
         std::vector<int> idx(size_t(R), -1), low(size_t(R), 0), stack;
         std::vector<bool> on(size_t(R), false);
         recursive_.assign(size_t(R), false);
@@ -102,8 +122,7 @@ private:
                     for (int x : comp) recursive_[size_t(x)] = true;
             }
         };
-        for (int r = 0; r < R; ++r)
-            if (idx[size_t(r)] < 0) dfs(r);
+        dfs(g_.root);
         inline_size_.assign(size_t(R), -1);
     }
 
@@ -146,14 +165,44 @@ private:
         n = int(ids.size());
     }
 
+    // Expression nodes reachable from the root (through rule references).
+    std::vector<int> reachable_nodes() const {
+        std::vector<bool> seen_node(size_t(g_.n_nodes()), false), seen_rule(size_t(g_.n_rules()), false);
+        std::vector<int> out, st = {g_.rule(g_.root).body};
+        seen_rule[size_t(g_.root)] = true;
+        while (!st.empty()) {
+            const int e = st.back();
+            st.pop_back();
+            if (seen_node[size_t(e)]) continue;
+            seen_node[size_t(e)] = true;
+            out.push_back(e);
+            const Node& n = g_.node(e);
+            for (int k : n.kids) st.push_back(k);
+            if (n.op == Op::REF && !seen_rule[size_t(n.rule)]) {
+                seen_rule[size_t(n.rule)] = true;
+                st.push_back(g_.rule(n.rule).body);
+            }
+        }
+        return out;
+    }
+
     void make_byte_classes() {
         std::vector<int> cls(256, 0);
         int n = 1;
-        for (int e = 0; e < g_.n_nodes(); ++e) {
+        for (int e : reachable_nodes()) {
             const Node& nd = g_.node(e);
             std::vector<int> other(256);
-            if (nd.op == Op::BYTES) {
-                for (int b = 0; b < 256; ++b) other[size_t(b)] = nd.bytes.has(uint8_t(b));
+            if (nd.op == Op::BYTES) {  // a two-way split: remap (class, in set) pairs directly
+                std::vector<int> rin(size_t(n), -1), rout(size_t(n), -1);
+                int m = 0;
+                for (int b = 0; b < 256; ++b) {
+                    auto& r = nd.bytes.has(uint8_t(b)) ? rin : rout;
+                    int& c = r[size_t(cls[size_t(b)])];
+                    if (c < 0) c = m++;
+                    cls[size_t(b)] = c;
+                }
+                n = m;
+                continue;
             } else if (nd.op == Op::DFA) {  // bytes equivalent in the DFA iff their columns are equal
                 const ByteDfa& d = g_.dfa_of(e);
                 std::unordered_map<std::vector<int32_t>, int, VecHash> cols;
@@ -337,8 +386,22 @@ private:
                 sets.push_back(std::move(t));
                 return id;
             };
-            for (int c = 0; c < n_classes_; ++c)
-                if (!by_class[size_t(c)].empty()) d.next[size_t(c)] = intern(by_class[size_t(c)]);
+            // Classes with the same target list share one closure (most classes of a state go to few places).
+            std::vector<std::pair<std::vector<int32_t>, int32_t>> memo;
+            for (int c = 0; c < n_classes_; ++c) {
+                auto& t = by_class[size_t(c)];
+                if (t.empty()) continue;
+                std::sort(t.begin(), t.end());
+                t.erase(std::unique(t.begin(), t.end()), t.end());
+                int32_t id = -1;
+                for (auto& [k, v] : memo)
+                    if (k == t) { id = v; break; }
+                if (id < 0) {
+                    id = intern(t);
+                    memo.push_back({t, id});
+                }
+                d.next[size_t(c)] = id;
+            }
             std::sort(calls.begin(), calls.end());
             for (size_t i = 0; i < calls.size();) {
                 size_t j = i;
@@ -364,17 +427,23 @@ private:
             changed = false;
             for (size_t r = 0; r < R; ++r) {
                 const auto& d = dfas_[r];
+                // Backwards from the accepting states over byte edges and productive calls.
+                std::vector<std::vector<int32_t>> rev(d.size());
+                for (size_t s = 0; s < d.size(); ++s) {
+                    for (int32_t t : d[s].next)
+                        if (t >= 0) rev[size_t(t)].push_back(int32_t(s));
+                    for (auto& c : d[s].calls)
+                        if (productive[size_t(rule_dfa_[size_t(c.first)])]) rev[size_t(c.second)].push_back(int32_t(s));
+                }
                 std::vector<bool> lv(d.size(), false);
-                for (bool ch = true; ch;) {
-                    ch = false;
-                    for (size_t s = 0; s < d.size(); ++s) {
-                        if (lv[s]) continue;
-                        bool ok = d[s].accept;
-                        for (int32_t t : d[s].next) ok = ok || (t >= 0 && lv[size_t(t)]);
-                        for (auto& c : d[s].calls)
-                            ok = ok || (productive[size_t(rule_dfa_[size_t(c.first)])] && lv[size_t(c.second)]);
-                        if (ok) lv[s] = ch = true;
-                    }
+                std::vector<int32_t> st;
+                for (size_t s = 0; s < d.size(); ++s)
+                    if (d[s].accept) { lv[s] = true; st.push_back(int32_t(s)); }
+                while (!st.empty()) {
+                    const int32_t s = st.back();
+                    st.pop_back();
+                    for (int32_t p : rev[size_t(s)])
+                        if (!lv[size_t(p)]) { lv[size_t(p)] = true; st.push_back(p); }
                 }
                 if (lv[0] && !productive[r]) productive[r] = changed = true;
                 live[r] = std::move(lv);
@@ -395,8 +464,8 @@ private:
         return Status::ok();
     }
 
-    // Moore partition refinement of one rule's DFA (after trimming): states reachable from 0, merged when they
-    // agree on acceptance, byte targets and calls. Equivalent states would otherwise differ as masks keys.
+    // Minimisation of one rule's DFA (after trimming): states reachable from 0, merged when they agree on
+    // acceptance, byte targets and calls. Equivalent states would otherwise differ as mask-cache keys.
     void minimize(std::vector<DState>& d) {
         const size_t n = d.size();
         std::vector<bool> reach(n, false);
@@ -411,24 +480,32 @@ private:
             for (int32_t t : d[size_t(s)].next) visit(t);
             for (auto& c : d[size_t(s)].calls) visit(c.second);
         }
-        std::vector<int32_t> cls(n, -1);
+        // Hopcroft over reachable states; symbols: byte classes, then one per called rule (→ return state).
+        std::vector<int32_t> rid(n, -1), states;
         for (size_t s = 0; s < n; ++s)
-            if (reach[s]) cls[s] = d[s].accept ? 1 : 0;
-        size_t n_cls = 0;
-        std::vector<int32_t> sig;
-        for (bool changed = true; changed;) {
-            std::unordered_map<std::vector<int32_t>, int32_t, VecHash> ids;
-            std::vector<int32_t> nc(n, -1);
-            for (size_t s = 0; s < n; ++s) {
-                if (!reach[s]) continue;
-                sig.assign(1, cls[s]);
-                for (int32_t t : d[s].next) sig.push_back(t >= 0 ? cls[size_t(t)] : -1);
-                for (auto& c : d[s].calls) { sig.push_back(c.first); sig.push_back(cls[size_t(c.second)]); }
-                nc[s] = ids.emplace(sig, int32_t(ids.size())).first->second;
+            if (reach[s]) { rid[s] = int32_t(states.size()); states.push_back(int32_t(s)); }
+        std::vector<int32_t> callees;
+        for (int32_t s : states)
+            for (auto& c : d[size_t(s)].calls) callees.push_back(c.first);
+        std::sort(callees.begin(), callees.end());
+        callees.erase(std::unique(callees.begin(), callees.end()), callees.end());
+        const size_t m_sym = size_t(n_classes_) + callees.size();
+        std::vector<int32_t> delta(states.size() * m_sym, -1), label(states.size());
+        for (size_t i = 0; i < states.size(); ++i) {
+            const DState& x = d[size_t(states[i])];
+            label[i] = x.accept;
+            for (int c = 0; c < n_classes_; ++c) delta[i * m_sym + size_t(c)] = x.next[size_t(c)] >= 0 ? rid[size_t(x.next[size_t(c)])] : -1;
+            for (auto& c : x.calls) {
+                const size_t sym = size_t(n_classes_) + size_t(std::lower_bound(callees.begin(), callees.end(), c.first) - callees.begin());
+                delta[i * m_sym + sym] = rid[size_t(c.second)];
             }
-            changed = ids.size() != n_cls;
-            n_cls = ids.size();
-            cls = std::move(nc);
+        }
+        const std::vector<int32_t> rc = hopcroft_classes(int32_t(states.size()), int32_t(m_sym), delta, label);
+        std::vector<int32_t> cls(n, -1);
+        size_t n_cls = 0;
+        for (size_t i = 0; i < states.size(); ++i) {
+            cls[size_t(states[i])] = rc[i];
+            n_cls = std::max(n_cls, size_t(rc[i]) + 1);
         }
         if (n_cls == n) return;
         std::vector<int32_t> order(n_cls, -1);

@@ -212,6 +212,52 @@ Expected<ByteDfa> multiple_dfa(const Decimal& m, bool integer_only) {
     return dfa_minimize(a);
 }
 
+// One JSON-encoded string character (any character), as a DFA; its accepting states have no transitions.
+const ByteDfa& char_dfa() {
+    static const ByteDfa d = [] {
+        GrammarIR lex;
+        return dfa_from_expr(lex, string_char_expr(lex, cp_any())).value();
+    }();
+    return d;
+}
+
+// Sequences of min..max JSON-encoded characters (max < 0: unbounded), built directly as the product of the
+// character DFA with a counter (no subset construction: maxLength 10000 stays linear).
+Expected<ByteDfa> length_dfa(int64_t min, int64_t max) {
+    const ByteDfa& c = char_dfa();
+    const int64_t K = max >= 0 ? max : min;  // counter states 0..K (saturating at min when unbounded)
+    std::vector<int32_t> inner_id(size_t(c.n), -1);
+    int32_t m = 0;
+    for (int s = 0; s < c.n; ++s)
+        if (!c.accept[size_t(s)]) inner_id[size_t(s)] = m++;
+    EMBER_REQUIRE((K + 1) * m <= 4000000, "string length bounds too large");
+    ByteDfa d;
+    d.n = int((K + 1) * m);
+    d.next.assign(size_t(d.n) * 256, -1);
+    d.accept.assign(size_t(d.n), 0);
+    auto id = [&](int64_t k, int32_t s) { return int32_t(k * m + s); };
+    for (int64_t k = 0; k <= K; ++k) {
+        d.accept[size_t(id(k, 0))] = k >= min;
+        for (int s = 0; s < c.n; ++s) {
+            if (c.accept[size_t(s)]) continue;
+            for (int b = 0; b < 256; ++b) {
+                const int32_t t = c.next[size_t(s) * 256 + size_t(b)];
+                if (t < 0) continue;
+                int32_t to;
+                if (c.accept[size_t(t)]) {
+                    const int64_t k1 = max >= 0 ? k + 1 : std::min(k + 1, K);
+                    if (k1 > K) continue;
+                    to = id(k1, 0);
+                } else {
+                    to = id(k, inner_id[size_t(t)]);
+                }
+                d.next[size_t(id(k, inner_id[size_t(s)])) * 256 + size_t(b)] = to;
+            }
+        }
+    }
+    return d;
+}
+
 }  // namespace
 
 Expected<Decimal> Decimal::parse(const std::string& text) {
@@ -304,8 +350,11 @@ Expected<int> string_expr(GrammarIR& g, const StringConstraints& c) {
                   "string length bounds beyond %lld are not supported", (long long)kMaxLength);
     const int quote = g.byte('"');
     if (c.max_length >= 0 && c.max_length < c.min_length) return g.nothing();
-    if (c.patterns.empty() && c.format.empty())
-        return g.seq({quote, g.repeat(string_char_expr(g, cp_any()), int(c.min_length), int(c.max_length)), quote});
+    if (c.patterns.empty() && c.format.empty()) {
+        if (c.min_length == 0 && c.max_length < 0) return g.seq({quote, g.star(string_char_expr(g, cp_any())), quote});
+        EMBER_ASSIGN(ByteDfa d, length_dfa(c.min_length, c.max_length));
+        return g.seq({quote, dfa_expr(g, std::move(d)), quote});
+    }
     // Intersect the content DFAs: each pattern (search), the format (full match), the length.
     GrammarIR lex;
     CharEncoder enc = [](GrammarIR& gg, const CpSet& s) { return string_char_expr(gg, s); };
@@ -320,12 +369,14 @@ Expected<int> string_expr(GrammarIR& g, const StringConstraints& c) {
         EMBER_ASSIGN(int e, regex_to_ir(lex, re, RegexMatch::FULL, enc));
         parts.push_back(e);
     }
-    if (c.min_length > 0 || c.max_length >= 0)
-        parts.push_back(lex.repeat(string_char_expr(lex, cp_any()), int(c.min_length), int(c.max_length)));
     ByteDfa d;
     for (size_t i = 0; i < parts.size(); ++i) {
         EMBER_ASSIGN(ByteDfa x, dfa_from_expr(lex, parts[i]));
         d = i == 0 ? std::move(x) : dfa_intersect(d, x);
+    }
+    if (c.min_length > 0 || c.max_length >= 0) {
+        EMBER_ASSIGN(ByteDfa len, length_dfa(c.min_length, c.max_length));
+        d = dfa_intersect(d, len);
     }
     return g.seq({quote, dfa_expr(g, std::move(d)), quote});
 }
