@@ -169,6 +169,7 @@ int SchemaCompiler::literal_value(const ojson& v) {
         }
         return g.literal(s);
     }
+    if (v.is_number()) return g.alt({g.literal(v.dump()), g.literal(v.dump() + ".0")});  // 2 == 2.0
     return g.literal(v.dump());
 }
 
