@@ -109,6 +109,7 @@ int main(int argc, char** argv) {
         const std::string file = tl["file"];
         if (!only.empty() && file.find(only) == std::string::npos) continue;
         ++n;
+        if (n % 500 == 0) std::fprintf(stderr, "%lld schemas, %.0f s\n", (long long)n, us_since(t0) / 1e6);
         std::ifstream sf(data + "/" + file);
         std::stringstream buf;
         buf << sf.rdbuf();

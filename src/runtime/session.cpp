@@ -76,6 +76,7 @@ Expected<GenerateStats> Session::generate(const std::vector<int32_t>& prompt, in
         mask.resize(size_t(token_mask_words(V)));
         constraint->fill_mask(mask.data());
         m = mask.data();
+        EMBER_REQUIRE(token_mask_count(m, V) > 0, "structured output: no token of the vocabulary can start the text");
     }
     int32_t id = sampler.sample(logits.data(), V, tokens_, m);
     const TokenMaskFn mask_fn = [&](uint32_t* w) { constraint->fill_mask(w); };
@@ -96,7 +97,10 @@ Expected<GenerateStats> Session::generate(const std::vector<int32_t>& prompt, in
             for (int64_t j = 0; j < V; ++j)
                 EMBER_REQUIRE(!std::isnan(logits[j]), "the model produced NaN logits at position %lld (broken weights?)",
                               (long long)pos());
-            if (constraint) constraint->fill_mask(mask.data());
+            if (constraint) {
+                constraint->fill_mask(mask.data());
+                EMBER_REQUIRE(token_mask_count(m, V) > 0, "structured output: no token of the vocabulary can continue the text");
+            }
             next = sampler.sample(logits.data(), V, tokens_, m);
         }
         st.decode_steps++;
