@@ -59,7 +59,7 @@ TEST(TokenMaskCuda, ArgmaxAfterMaskPicksAnAllowedToken) {
     const int64_t V = 248320, W = token_mask_words(V);
     std::mt19937_64 g(2);
     std::normal_distribution<float> nd(0.f, 3.f);
-    std::vector<float> l(size_t(V));
+    std::vector<float> l(static_cast<size_t>(V));
     for (float& x : l) x = nd(g);
     DeviceBuffer dl = dev_alloc(size_t(V) * 4), dm = dev_alloc(size_t(W) * 4), out = dev_alloc(4),
                  ws = dev_alloc(argmax_workspace_bytes(V));
