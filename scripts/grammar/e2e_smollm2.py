@@ -37,7 +37,7 @@ def main():
             path = f.name
         prompt = "Write one JSON value that follows this JSON Schema:\n" + json.dumps(schema)[:1500]
         r = subprocess.run([a.ember, "generate", "-m", model, "--chat", "-p", prompt, "--json-schema", path,
-                            "-n", str(a.max_tokens), "--device", a.device, "--temp", "0.7", "--seed", "1"],
+                            "-n", str(a.max_tokens), "--device", a.device, "--temp", "0.7", "--seed", "1", "--threads", "1"],
                            capture_output=True, text=True)
         os.unlink(path)
         if r.returncode != 0:

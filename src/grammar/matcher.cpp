@@ -57,6 +57,23 @@ void Matcher::fill_mask(uint32_t* words) {
     rt.fill_mask(states_.back(), words);
 }
 
+int64_t Matcher::completion_distance() {
+    if (ended_.back()) return 0;
+    Runtime& rt = g_->runtime();
+    std::lock_guard<std::mutex> lk(rt.mutex());
+    return rt.completion_distance(states_.back());
+}
+
+void Matcher::fill_closing_mask(uint32_t* words) {
+    if (ended_.back()) {
+        std::memset(words, 0, size_t(mask_words()) * 4);
+        return;
+    }
+    Runtime& rt = g_->runtime();
+    std::lock_guard<std::mutex> lk(rt.mutex());
+    rt.fill_closing_mask(states_.back(), words);
+}
+
 bool Matcher::allows(int32_t token) {
     if (ended_.back() || token < 0 || token >= vocab_size()) return false;
     const TokenIndex& v = g_->vocab();

@@ -128,6 +128,48 @@ TEST(Mask, RegexAgainstBruteForce) {
     }
 }
 
+// Closing: from random reachable states of the JSON grammar, following the closing mask ends the text in at most
+// completion_distance() tokens, each step shortening the distance.
+TEST(Matcher, ClosingMaskEndsTheText) {
+    auto ir = parse_gbnf(kJsonGbnf);
+    ASSERT_TRUE(ir.is_ok());
+    auto v = test::synthetic_vocab({"{\"", "\":", "\"}", "],", "true", "12", "\"a"}, "{}[]\":,0123456789tr", 100, 5);
+    auto g = make(ir, v);
+    std::mt19937_64 rng(3);
+    std::vector<uint32_t> mask(size_t(v->mask_words()));
+    for (int walk = 0; walk < 20; ++walk) {
+        Matcher m(g);
+        const int steps = int(rng() % 25);
+        for (int s = 0; s < steps; ++s) {  // a random prefix
+            m.fill_mask(mask.data());
+            std::vector<int32_t> ok;
+            for (int32_t t = 0; t < v->vocab_size(); ++t)
+                if (test::bit(mask, t) && !v->is_eos(t)) ok.push_back(t);
+            if (ok.empty()) break;
+            ASSERT_TRUE(m.accept(ok[rng() % ok.size()]).is_ok());
+        }
+        int64_t d = m.completion_distance();
+        const int64_t d0 = d;
+        ASSERT_LT(d, 1000);
+        for (int s = 0; !m.is_terminated(); ++s) {
+            ASSERT_LE(s, d0 + 1) << "closing did not end the text";
+            m.fill_closing_mask(mask.data());
+            std::vector<int32_t> ok;
+            for (int32_t t = 0; t < v->vocab_size(); ++t)
+                if (test::bit(mask, t)) ok.push_back(t);
+            ASSERT_FALSE(ok.empty());
+            const int32_t t = ok[rng() % ok.size()];
+            ASSERT_TRUE(m.allows(t) || v->is_eos(t));
+            ASSERT_TRUE(m.accept(t).is_ok());
+            if (!m.is_terminated()) {
+                const int64_t d2 = m.completion_distance();
+                EXPECT_LT(d2, d);
+                d = d2;
+            }
+        }
+    }
+}
+
 TEST(Matcher, RollbackAndEos) {
     auto v = test::synthetic_vocab({"ab", "c"}, "abc", 0, 1);
     auto g = make(regex_grammar("(ab)+c?"), v);

@@ -66,6 +66,13 @@ public:
     // ---- masks ----
     // words[ceil(V/32)] ← tokens allowed from c (EOS ids iff c.complete).
     void fill_mask(const Config& c, uint32_t* words);
+    // ---- closing (closing.cpp): the shortest way to complete the text ----
+    // Bytes of the shortest completion from c (INT64_MAX: none); the completion itself; the tokens that are
+    // prefixes of it (EOS when c is complete): a mask under which every step shortens the way to the end.
+    int64_t completion_distance(const Config& c);
+    std::string shortest_completion(const Config& c);
+    void fill_closing_mask(const Config& c, uint32_t* words);
+
     struct Stats {
         int64_t cache_hits = 0, cache_misses = 0, inner_computed = 0, nodes = 0, visited = 0, visited_general = 0;
     };
@@ -86,6 +93,11 @@ private:
     template <class OnTok, class OnEdge>
     void walk_fast(const Trie& T, uint32_t at, int32_t head, OnTok& on_tok, OnEdge& on_edge);
     void grow_table();
+    void compute_distances();
+    int64_t chain_distance(int32_t node) const;  // d(gs) + the return states' distances up the stack
+    void emit_frame(int32_t gs, std::string& out, int depth) const;
+    std::vector<int64_t> dist_;      // per gs: bytes to the end of its rule (empty until needed)
+    std::vector<uint8_t> class_rep_; // a byte of each class, printable where possible
 
     std::shared_ptr<const CompiledGrammar> g_;
     std::shared_ptr<const TokenIndex> t_;

@@ -28,7 +28,9 @@ void check_streaming(const std::string& text, ToolFormat f) {
             if (e.kind == ToolEvent::CONTENT) content += e.text;
             if (e.kind == ToolEvent::CALL_BEGIN) names.push_back(e.name);
             if (e.kind == ToolEvent::ARGUMENTS) args[e.index] += e.text;
-            if (e.kind == ToolEvent::CALL_END) EXPECT_EQ(args[e.index], e.text) << "cut " << cut;
+            if (e.kind == ToolEvent::CALL_END) {
+                EXPECT_EQ(args[e.index], e.text) << "cut " << cut;
+            }
         }
         EXPECT_EQ(content, whole.content) << "cut " << cut;
         ASSERT_EQ(names.size(), whole.calls.size()) << "cut " << cut;

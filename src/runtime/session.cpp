@@ -74,13 +74,19 @@ Expected<GenerateStats> Session::generate(const std::vector<int32_t>& prompt, in
     const uint32_t* m = nullptr;
     if (constraint) {
         mask.resize(size_t(token_mask_words(V)));
+        constraint->set_remaining(max_new);
         constraint->fill_mask(mask.data());
         m = mask.data();
         EMBER_REQUIRE(token_mask_count(m, V) > 0, "structured output: no token of the vocabulary can start the text");
     }
     int32_t id = sampler.sample(logits.data(), V, tokens_, m);
-    const TokenMaskFn mask_fn = [&](uint32_t* w) { constraint->fill_mask(w); };
+    int64_t remaining = max_new;  // selections left, the one being made included
+    const TokenMaskFn mask_fn = [&](uint32_t* w) {
+        constraint->set_remaining(remaining);
+        constraint->fill_mask(w);
+    };
     for (int64_t i = 0; i < max_new; ++i) {
+        remaining = max_new - i - 1;
         st.generated_tokens++;
         if (constraint) EMBER_TRY(constraint->accept(id));
         bool stop = std::find(stop_ids.begin(), stop_ids.end(), id) != stop_ids.end();
@@ -98,6 +104,7 @@ Expected<GenerateStats> Session::generate(const std::vector<int32_t>& prompt, in
                 EMBER_REQUIRE(!std::isnan(logits[j]), "the model produced NaN logits at position %lld (broken weights?)",
                               (long long)pos());
             if (constraint) {
+                constraint->set_remaining(remaining);
                 constraint->fill_mask(mask.data());
                 EMBER_REQUIRE(token_mask_count(m, V) > 0, "structured output: no token of the vocabulary can continue the text");
             }

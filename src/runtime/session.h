@@ -36,6 +36,9 @@ public:
     virtual void fill_mask(uint32_t* words) = 0;  // ceil(vocab / 32) words
     virtual Status accept(int32_t token) = 0;     // an error ends generation with that error
     virtual bool done() const = 0;                // nothing more may follow (e.g. end of sequence accepted)
+    // Tokens generate() may still select, this selection included (called before each fill_mask), so that a
+    // constraint can steer towards an end in time.
+    virtual void set_remaining(int64_t tokens) {}
 };
 
 class Session {
