@@ -18,10 +18,11 @@ else
   echo "nvcc not found: CUDA backend not compiled"
 fi
 
-# Loaders and parsers see untrusted input: run their tests under AddressSanitizer as well.
+# Loaders and parsers (and the grammar compilers: schemas, GBNF and regexes come from requests) see untrusted
+# input: run their tests under AddressSanitizer as well.
 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DEMBER_ASAN=ON >/dev/null
-cmake --build build-asan -j"$(nproc)" --target test_io test_tokenizer test_template
-for t in test_io test_tokenizer test_template; do ./build-asan/$t --gtest_brief=1; done
+cmake --build build-asan -j"$(nproc)" --target test_io test_tokenizer test_template test_grammar
+for t in test_io test_tokenizer test_template test_grammar; do ./build-asan/$t --gtest_brief=1; done
 
 # ember serve end to end (tests/server, pytest): the openai client, hostile input, load, the web page in Chromium.
 bash scripts/test-server.sh

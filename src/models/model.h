@@ -1,6 +1,7 @@
 // CausalLM: what every architecture provides to the runtime (state creation, a batched forward pass).
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -9,6 +10,9 @@
 #include "ops/sampling/sampling.h"
 
 namespace ember {
+
+// Fills a token mask (ops/sampling/token_mask.h layout) for the next selection (structured output).
+using TokenMaskFn = std::function<void(uint32_t* words)>;
 
 // Per-sequence state (KV cache, recurrent state, position). Owned by a Session.
 struct ModelState {
@@ -51,9 +55,13 @@ public:
     // ending with `token` (the penalty window). Same pipeline and semantics as Sampler (ops/sampling/sampling.h);
     // the random stream differs from the CPU Sampler's. Models without it return false from
     // has_device_sampler() and the runtime samples forward()'s logits on the host.
+    // mask (optional): fills the token mask of the token being selected (ops/sampling/token_mask.h layout,
+    // ceil(vocab / 32) words); a device model calls it while the GPU runs the forward pass, so the mask
+    // computation overlaps it, and applies the mask before the selection.
     virtual bool has_device_sampler() const { return false; }
     virtual Expected<int32_t> decode_sample(ModelState& state, int32_t token, const SamplingParams& sp,
-                                            const std::vector<int32_t>& history) const {
+                                            const std::vector<int32_t>& history,
+                                            const TokenMaskFn* mask = nullptr) const {
         return errorf("decode_sample: this model has no device sampler");
     }
     virtual StepStats last_step_stats(const ModelState& state) const { return {}; }

@@ -1,6 +1,8 @@
 // Session implementation.
 #include "runtime/session.h"
 
+#include "ops/sampling/token_mask.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -58,7 +60,7 @@ Expected<int32_t> Session::decode_sample(int32_t token, const SamplingParams& sp
 
 Expected<GenerateStats> Session::generate(const std::vector<int32_t>& prompt, int64_t max_new,
                                           const SamplingParams& sp, const std::vector<int32_t>& stop_ids,
-                                          const std::function<bool(int32_t)>& on_token) {
+                                          const std::function<bool(int32_t)>& on_token, TokenConstraint* constraint) {
     GenerateStats st;
     st.prompt_tokens = static_cast<int64_t>(prompt.size());
     auto t0 = std::chrono::steady_clock::now();
@@ -73,23 +75,45 @@ Expected<GenerateStats> Session::generate(const std::vector<int32_t>& prompt, in
     for (int64_t j = 0; j < V; ++j)  // the sampler treats NaN as a bug; here it is bad weights or input
         EMBER_REQUIRE(!std::isnan(logits[j]), "the model produced NaN logits at position %lld (broken weights?)",
                       (long long)pos());
-    int32_t id = sampler.sample(logits.data(), V, tokens_);
+    std::vector<uint32_t> mask;
+    const uint32_t* m = nullptr;
+    if (constraint) {
+        mask.resize(size_t(token_mask_words(V)));
+        constraint->set_remaining(max_new);
+        constraint->fill_mask(mask.data());
+        m = mask.data();
+        EMBER_REQUIRE(token_mask_count(m, V) > 0, "structured output: no token of the vocabulary can start the text");
+    }
+    int32_t id = sampler.sample(logits.data(), V, tokens_, m);
+    int64_t remaining = max_new;  // selections left, the one being made included
+    const TokenMaskFn mask_fn = [&](uint32_t* w) {
+        constraint->set_remaining(remaining);
+        constraint->fill_mask(w);
+    };
     for (int64_t i = 0; i < max_new; ++i) {
+        remaining = max_new - i - 1;
         st.generated_tokens++;
+        if (constraint) EMBER_TRY(constraint->accept(id));
         bool stop = std::find(stop_ids.begin(), stop_ids.end(), id) != stop_ids.end();
         if (stop) { st.stopped_by_eos = true; break; }
         if (on_token && !on_token(id)) break;
-        if (i + 1 == max_new) break;
+        if (i + 1 == max_new || (constraint && constraint->done())) break;
         auto ts = std::chrono::steady_clock::now();
         int32_t next;
         if (device) {
-            EMBER_ASSIGN(next, decode_sample(id, sp));
+            tokens_.push_back(id);
+            EMBER_ASSIGN(next, model_.decode_sample(*state_, id, sp, tokens_, constraint ? &mask_fn : nullptr));
         } else {
             EMBER_ASSIGN(logits, decode(id));
             for (int64_t j = 0; j < V; ++j)
                 EMBER_REQUIRE(!std::isnan(logits[j]), "the model produced NaN logits at position %lld (broken weights?)",
                               (long long)pos());
-            next = sampler.sample(logits.data(), V, tokens_);
+            if (constraint) {
+                constraint->set_remaining(remaining);
+                constraint->fill_mask(mask.data());
+                EMBER_REQUIRE(token_mask_count(m, V) > 0, "structured output: no token of the vocabulary can continue the text");
+            }
+            next = sampler.sample(logits.data(), V, tokens_, m);
         }
         st.decode_steps++;
         StepStats ss = model_.last_step_stats(*state_);

@@ -28,6 +28,19 @@ struct TraceStep {
     double wall_us = 0;  // host wall time of the step (launch + wait + bookkeeping)
 };
 
+// A constraint on the generated tokens (structured output: a grammar matcher). generate() asks it for the mask
+// of each selection (ops/sampling/token_mask.h layout), reports each chosen token, and stops when it is done.
+class TokenConstraint {
+public:
+    virtual ~TokenConstraint() = default;
+    virtual void fill_mask(uint32_t* words) = 0;  // ceil(vocab / 32) words
+    virtual Status accept(int32_t token) = 0;     // an error ends generation with that error
+    virtual bool done() const = 0;                // nothing more may follow (e.g. end of sequence accepted)
+    // Tokens generate() may still select, this selection included (called before each fill_mask), so that a
+    // constraint can steer towards an end in time.
+    virtual void set_remaining(int64_t tokens) {}
+};
+
 class Session {
 public:
     explicit Session(const CausalLM& model);
@@ -44,9 +57,12 @@ public:
 
     // Prefill the prompt, then sample up to max_new tokens; on_token(id) is called for each new token
     // (return false to stop). Stops on any id in stop_ids.
+    // constraint (optional): every selected token is allowed by its mask (on the device the mask is computed
+    // while the forward pass runs).
     Expected<GenerateStats> generate(const std::vector<int32_t>& prompt, int64_t max_new, const SamplingParams& sp,
                                      const std::vector<int32_t>& stop_ids,
-                                     const std::function<bool(int32_t)>& on_token);
+                                     const std::function<bool(int32_t)>& on_token,
+                                     TokenConstraint* constraint = nullptr);
 
     // Called after every decode step of generate() (nullptr = off). EMBER_TRACE=1 installs a stderr printer.
     void set_trace(std::function<void(const TraceStep&)> f) { trace_ = std::move(f); }

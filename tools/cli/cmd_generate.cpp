@@ -7,6 +7,7 @@
 #include "args.h"
 #include "commands.h"
 #include "common.h"
+#include "grammar_option.h"
 #include "core/parallel.h"
 #include "runtime/session.h"
 #include "tokenizer/tokenizer.h"
@@ -26,6 +27,9 @@ void usage() {
         "  --device D        auto (default: cuda when built with CUDA and a GPU is present), cpu or cuda\n"
         "  -c, --ctx-size N  context capacity of the GPU KV cache (default 4096)\n"
         "  --trace           per decode step on stderr: kernels, GPU time, wall time (also EMBER_TRACE=1)\n"
+        "  --json-schema FILE | --grammar FILE (GBNF) | --regex RE\n"
+        "                    structured output: every token is allowed by the grammar; generation ends when the\n"
+        "                    text is complete (src/grammar)\n"
         "%s"
         "MODEL is a directory (config.json + safetensors) or a .gguf file. A model without a tokenizer (or\n"
         "--synthetic) takes --tokens 1,2,3 or --prompt-len N and prints ids.\n", kSamplingHelp, kQ8ActivationsHelp);
@@ -43,6 +47,10 @@ int cmd_generate(int argc, char** argv) {
     if (a.flag({"--trace"})) setenv("EMBER_TRACE", "1", 1);
     long threads = a.integer({"--threads", "-t"}, 0);
     long ctx = a.integer({"--ctx-size", "-c"}, 4096);
+    GrammarOption gopt;
+    gopt.json_schema_file = a.str({"--json-schema"});
+    gopt.gbnf_file = a.str({"--grammar"});
+    gopt.regex = a.str({"--regex"});
     const LoadOptions load = load_options(a);
     if (!a.error().empty()) return fail("generate", a.error());
     if (n < 0) return fail("generate", "-n must be ≥ 0");
@@ -84,6 +92,13 @@ int cmd_generate(int argc, char** argv) {
     std::unique_ptr<StreamDecoder> dec;
     if (tok) dec = std::make_unique<StreamDecoder>(*tok);
     if (tok) { std::fputs((prompt + (chat ? "\n" : "")).c_str(), stdout); std::fflush(stdout); }
+    std::unique_ptr<TokenConstraint> constraint;
+    if (gopt.given()) {
+        if (!tok) return fail("generate", "--json-schema / --grammar / --regex need a model with a tokenizer");
+        auto c = make_grammar_constraint(gopt, *tok, lm.info().vocab_size);
+        if (!c) return fail("generate", c.message());
+        constraint = std::move(c.value());
+    }
     bool first = true;
     Session s(lm);
     auto st = s.generate(ids, n, sp, stop, [&](int32_t id) {
@@ -92,7 +107,7 @@ int cmd_generate(int argc, char** argv) {
         first = false;
         std::fflush(stdout);
         return true;
-    });
+    }, constraint.get());
     if (dec) std::fputs(dec->flush().c_str(), stdout);
     std::printf("\n");
     if (!st) return fail("generate", st.message());

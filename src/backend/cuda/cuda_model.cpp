@@ -10,6 +10,8 @@
 #include "ops/attention/attention_cuda.h"
 #include "ops/linear/linear_cuda.h"
 #include "ops/norm/norm_cuda.h"
+#include "ops/sampling/token_mask.h"
+#include "ops/sampling/token_mask_cuda.h"
 
 namespace ember::cuda {
 
@@ -177,13 +179,17 @@ void CudaCausalLM::select(CudaState& s, int mode) const {
     CUDA_CHECK(cudaMemcpyAsync(&s.io->id, s.out_id, 2 * sizeof(int32_t), cudaMemcpyDeviceToHost, s.stream));
 }
 
-void CudaCausalLM::launch_decode(CudaState& s, int mode) const {
+void CudaCausalLM::launch_decode(CudaState& s, int mode, bool first) const {
     auto it = s.graphs.find(mode);
     if (it == s.graphs.end()) {
         cudaGraph_t graph;
         CUDA_CHECK(cudaStreamBeginCapture(s.stream, cudaStreamCaptureModeThreadLocal));
-        run(s, 1, false);
-        if (mode != LOGITS) select(s, mode);
+        if (!(mode & SELECT_ONLY)) run(s, 1, false);
+        if (mode & MASK) {
+            const int64_t V = info_.vocab_size;
+            apply_token_mask(s.logits, 1, V, V, s.mask_dev, token_mask_words(V), s.stream);
+        }
+        if ((mode & ~(MASK | SELECT_ONLY)) != LOGITS) select(s, mode & ~(MASK | SELECT_ONLY));
         CUDA_CHECK(cudaStreamEndCapture(s.stream, &graph));
         size_t nodes = 0;
         CUDA_CHECK(cudaGraphGetNodes(graph, nullptr, &nodes));
@@ -201,11 +207,11 @@ void CudaCausalLM::launch_decode(CudaState& s, int mode) const {
         CUDA_CHECK(cudaGraphDestroy(graph));
         it = s.graphs.emplace(mode, exec).first;
     }
-    CUDA_CHECK(cudaEventRecord(s.ev0, s.stream));
+    if (first) CUDA_CHECK(cudaEventRecord(s.ev0, s.stream));
     CUDA_CHECK(cudaGraphLaunch(it->second, s.stream));
     CUDA_CHECK(cudaEventRecord(s.ev1, s.stream));
-    s.stats.kernels = s.graph_kernels[mode];
-    s.stats.graph = true;
+    s.stats.kernels = (first ? 0 : s.stats.kernels) + s.graph_kernels[mode];
+    s.stats.graph = first;  // two launches per step (masked decode): not "one graph"
 }
 
 Status CudaCausalLM::forward(ModelState& state, const int32_t* tokens, int64_t n, float* logits, bool all_logits) const {
@@ -245,7 +251,7 @@ Status CudaCausalLM::forward(ModelState& state, const int32_t* tokens, int64_t n
 }
 
 Expected<int32_t> CudaCausalLM::decode_sample(ModelState& state, int32_t token, const SamplingParams& sp,
-                                            const std::vector<int32_t>& history) const {
+                                            const std::vector<int32_t>& history, const TokenMaskFn* mask) const {
     auto* stp = dynamic_cast<CudaState*>(&state);
     EMBER_REQUIRE(stp != nullptr, "decode_sample: state does not belong to this CUDA model");
     CudaState& s = *stp;
@@ -292,7 +298,24 @@ Expected<int32_t> CudaCausalLM::decode_sample(ModelState& state, int32_t token, 
     }
     EMBER_TRY(begin_step(s, &token, 1));  // token, position and the window's enter/leave ids
     s.stats = StepStats{};
-    launch_decode(s, mode);
+    if (mask) {
+        // Forward graph; the CPU fills the mask while it runs; the mask is uploaded behind it (pinned, async)
+        // and the selection graph applies it before penalties / argmax / sampling.
+        const int64_t W = token_mask_words(V);
+        if (!s.mask_dev) {
+            auto b = DeviceBuffer::alloc(size_t(W) * 4, "token mask");
+            if (!b) return b.status();
+            s.mask_dev = static_cast<uint32_t*>(b->get());
+            s.bufs.push_back(std::move(b.value()));
+            CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&s.mask_host), size_t(W) * 4));
+        }
+        launch_decode(s, LOGITS);
+        (*mask)(s.mask_host);
+        CUDA_CHECK(cudaMemcpyAsync(s.mask_dev, s.mask_host, size_t(W) * 4, cudaMemcpyHostToDevice, s.stream));
+        launch_decode(s, mode | MASK | SELECT_ONLY, /*first=*/false);
+    } else {
+        launch_decode(s, mode);
+    }
     CUDA_CHECK(cudaStreamSynchronize(s.stream));  // the one host wait per token
     float ms = 0;
     CUDA_CHECK(cudaEventElapsedTime(&ms, s.ev0, s.ev1));

@@ -34,7 +34,9 @@ struct StepIO {
 };
 
 // Decode graph variants (captured on first use, then replayed).
-enum GraphMode : int { LOGITS = 0, GREEDY = 1, SAMPLE = 2, PENALTIES = 4 };
+// MASK: a token mask (mask_dev) applied before the selection; SELECT_ONLY: the selection without the forward (the
+// masked decode runs the LOGITS graph, computes the mask on the CPU meanwhile, then this one).
+enum GraphMode : int { LOGITS = 0, GREEDY = 1, SAMPLE = 2, PENALTIES = 4, MASK = 8, SELECT_ONLY = 16 };
 
 struct CudaState : ModelState {
     bool ready = false;  // device buffers allocated (lazily, so out-of-memory is a Status from forward())
@@ -50,6 +52,8 @@ struct CudaState : ModelState {
     void *lin_ws, *att_ws, *smp_ws;
     size_t lin_ws_bytes, att_ws_bytes, smp_ws_bytes;
     StepIO* io = nullptr;    // pinned host
+    uint32_t* mask_dev = nullptr;   // [ceil(vocab/32)] token mask of the selection (allocated on first use)
+    uint32_t* mask_host = nullptr;  // pinned host staging of the mask
     cudaStream_t stream = nullptr;
     cudaEvent_t ev0 = nullptr, ev1 = nullptr;
     std::map<int, cudaGraphExec_t> graphs;
@@ -65,6 +69,7 @@ struct CudaState : ModelState {
         if (ev1) cudaEventDestroy(ev1);
         if (stream) cudaStreamDestroy(stream);
         if (io) cudaFreeHost(io);
+        if (mask_host) cudaFreeHost(mask_host);
     }
 };
 
@@ -78,7 +83,7 @@ public:
     Status forward(ModelState& state, const int32_t* tokens, int64_t n, float* logits, bool all_logits) const override;
     bool has_device_sampler() const override { return true; }
     Expected<int32_t> decode_sample(ModelState& state, int32_t token, const SamplingParams& sp,
-                                    const std::vector<int32_t>& history) const override;
+                                    const std::vector<int32_t>& history, const TokenMaskFn* mask = nullptr) const override;
     StepStats last_step_stats(const ModelState& state) const override {
         auto* s = dynamic_cast<const CudaState*>(&state);
         return s ? s->stats : StepStats{};
@@ -135,7 +140,8 @@ protected:
 private:
     Status allocate(CudaState& s) const;                                      // device buffers of a new state
     Status begin_step(CudaState& s, const int32_t* tokens, int64_t n) const;  // checks, allocation, inputs
-    void launch_decode(CudaState& s, int mode) const;  // capture (first time) and launch a decode graph
+    void launch_decode(CudaState& s, int mode, bool first = true) const;  // capture (first time) and launch a decode
+                                                                          // graph (first: starts the step's timing)
     void select(CudaState& s, int mode) const;         // penalties + argmax / sample + copy of the id
 };
 

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "core/check.h"
+#include "ops/sampling/token_mask.h"
 
 namespace ember {
 
@@ -76,17 +77,24 @@ void Sampler::reset(uint64_t seed) {
     rng_.seed_with(seed);
 }
 
-int32_t Sampler::prepare(const float* logits, int64_t vocab, const std::vector<int32_t>& history) {
+int32_t Sampler::prepare(const float* logits, int64_t vocab, const std::vector<int32_t>& history, const uint32_t* mask) {
     EMBER_CHECK(vocab > 0 && vocab <= INT32_MAX, "vocab %lld", (long long)vocab);
     const float* L = logits;
-    if (penalties_active(p_) && !history.empty()) {
+    const bool pen = penalties_active(p_) && !history.empty();
+    if (pen || mask) {
         logits_.assign(logits, logits + vocab);
-        apply_penalties(logits_.data(), vocab, history, p_, counts_);
+        if (mask) {
+            EMBER_CHECK(token_mask_count(mask, vocab) > 0, "token mask allows no token");
+            apply_token_mask(logits_.data(), 1, vocab, vocab, mask, token_mask_words(vocab));
+        }
+        if (pen) apply_penalties(logits_.data(), vocab, history, p_, counts_);
         L = logits_.data();
     }
     // argmax (ties → lowest id) and a NaN check in one pass: NaN logits are a model bug, and they would break
     // the strict weak order the selection and sorts below rely on.
     int64_t top = 0;
+    if (mask)
+        while (!token_allowed(mask, top)) ++top;  // ties (all −inf but allowed ones) → the lowest allowed id
     bool nan = false;
     for (int64_t i = 0; i < vocab; ++i) {
         nan |= std::isnan(L[i]);
@@ -153,9 +161,9 @@ int32_t Sampler::prepare(const float* logits, int64_t vocab, const std::vector<i
 }
 
 const std::vector<TokenProb>& Sampler::distribution(const float* logits, int64_t vocab,
-                                                    const std::vector<int32_t>& history) {
+                                                    const std::vector<int32_t>& history, const uint32_t* mask) {
     dist_.clear();
-    const int32_t greedy = prepare(logits, vocab, history);
+    const int32_t greedy = prepare(logits, vocab, history, mask);
     if (greedy >= 0) {
         dist_.push_back({greedy, 1.0});
         return dist_;
@@ -214,8 +222,8 @@ void Sampler::top_p_filter(const float* L, float M, float T, double target) {
     keep_prefix(n, target - below);
 }
 
-int32_t Sampler::sample(const float* logits, int64_t vocab, const std::vector<int32_t>& history) {
-    const int32_t greedy = prepare(logits, vocab, history);
+int32_t Sampler::sample(const float* logits, int64_t vocab, const std::vector<int32_t>& history, const uint32_t* mask) {
+    const int32_t greedy = prepare(logits, vocab, history, mask);
     if (greedy >= 0) return greedy;  // greedy uses no randomness
     // Exactly one draw per non-greedy call, so the RNG stream advances by step whatever survives the filters.
     const double target = rng_.uniform() * total_;

@@ -2,6 +2,7 @@
 // frequency penalties, temperature, top-k, top-p, min-p, and a seeded, platform-independent RNG.
 //
 // Pipeline of Sampler::sample (each stage sees the previous one's output):
+//   0. token mask (optional; token_mask.h): disallowed tokens get logit −inf
 //   1. penalties over the last penalty_last_n tokens of history (apply_penalties):
 //        HF repetition:   l ← l > 0 ? l / rp : l · rp      (once per distinct token in the window)
 //        OpenAI:          l ← l − frequency · count − presence · [count > 0]
@@ -66,12 +67,16 @@ class Sampler {
     explicit Sampler(const SamplingParams& p);
     // logits [vocab] (not modified; NaN aborts, and with temperature > 0 so does a non-finite maximum);
     // history = prompt + generated. Returns the sampled id.
-    int32_t sample(const float* logits, int64_t vocab, const std::vector<int32_t>& history);
+    // mask (optional, token_mask.h layout): tokens whose bit is clear are excluded before every other stage
+    // (their logit becomes −inf); at least one token must be allowed.
+    int32_t sample(const float* logits, int64_t vocab, const std::vector<int32_t>& history,
+                   const uint32_t* mask = nullptr);
     // Re-seed the RNG (the next draws repeat those of a fresh Sampler with this seed).
     void reset(uint64_t seed);
     // Stages 1–8 without the draw: the renormalised distribution sample() draws from, in draw order.
     // Valid until the next call. Greedy gives one entry with p = 1.
-    const std::vector<TokenProb>& distribution(const float* logits, int64_t vocab, const std::vector<int32_t>& history);
+    const std::vector<TokenProb>& distribution(const float* logits, int64_t vocab, const std::vector<int32_t>& history,
+                                               const uint32_t* mask = nullptr);
     const SamplingParams& params() const { return p_; }
 
  private:
@@ -80,7 +85,7 @@ class Sampler {
         float w;  // exp((l − l_max) / T), unnormalised
     };
     // Stages 1–7: returns the greedy id, or −1 with the survivors in cand_ (draw order) and their Σ w in total_.
-    int32_t prepare(const float* logits, int64_t vocab, const std::vector<int32_t>& history);
+    int32_t prepare(const float* logits, int64_t vocab, const std::vector<int32_t>& history, const uint32_t* mask);
     void top_p_filter(const float* L, float M, float T, double target);
 
     SamplingParams p_;
@@ -96,6 +101,7 @@ class Sampler {
 // Reference for distribution(): the pipeline above in double with a full sort, plain and slow.
 // Returned in descending probability (ties → ascending id).
 std::vector<TokenProb> sampling_distribution_ref(const float* logits, int64_t vocab,
-                                                 const std::vector<int32_t>& history, const SamplingParams& p);
+                                                 const std::vector<int32_t>& history, const SamplingParams& p,
+                                                 const uint32_t* mask = nullptr);
 
 }  // namespace ember

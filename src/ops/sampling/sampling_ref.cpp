@@ -1,6 +1,7 @@
 // Sampling distribution reference: the header's pipeline in double with a full sort and a std::map of counts.
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <numeric>
 
@@ -9,8 +10,13 @@
 namespace ember {
 
 std::vector<TokenProb> sampling_distribution_ref(const float* logits, int64_t vocab,
-                                                 const std::vector<int32_t>& history, const SamplingParams& p) {
+                                                 const std::vector<int32_t>& history, const SamplingParams& p,
+                                                 const uint32_t* mask) {
     std::vector<double> l(logits, logits + vocab);
+    // 0. mask
+    if (mask)
+        for (int64_t v = 0; v < vocab; ++v)
+            if (!((mask[v / 32] >> (v % 32)) & 1u)) l[size_t(v)] = -std::numeric_limits<double>::infinity();
     // 1. penalties
     const int64_t n = int64_t(history.size());
     const int64_t first = p.penalty_last_n < 0 ? 0 : std::max<int64_t>(0, n - p.penalty_last_n);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "ops/sampling/sampling.h"
+#include "ops/sampling/token_mask.h"
 
 namespace ember {
 namespace {
@@ -256,6 +257,70 @@ TEST(Sampling, LargeVocabTiming) {
         std::printf("  sample V=%lld %-22s %7.3f ms/token (id %d)\n", (long long)V, c.name, ms, sink);
         EXPECT_LT(ms, 100.0);  // loose: catches accidental O(V log V) full sorts under sanitizers only barely
     }
+}
+
+}  // namespace
+}  // namespace ember
+
+namespace ember {
+namespace {
+
+// Token masks: masked tokens are excluded before every stage; the distribution equals the reference's with the
+// same mask, and no draw (greedy or random) ever returns a masked token.
+TEST(Sampling, TokenMaskExcludesBeforeEveryStage) {
+    struct Case {
+        float T;
+        int k;
+        float top_p, min_p, rp;
+    };
+    const Case cases[] = {{0.f, 0, 1.f, 0.f, 1.f}, {1.f, 0, 1.f, 0.f, 1.f}, {0.8f, 40, 0.9f, 0.05f, 1.3f}, {1.2f, 0, 0.5f, 0.f, 1.f}};
+    uint64_t seed = 500;
+    for (const Case& c : cases)
+        for (int64_t vocab : {5, 1000, 248320}) {
+            SamplingParams p;
+            p.temperature = c.T, p.top_k = c.k, p.top_p = c.top_p, p.min_p = c.min_p, p.repetition_penalty = c.rp;
+            p.seed = seed;
+            std::vector<float> l = rand_logits(size_t(vocab), seed++);
+            std::mt19937_64 g(seed++);
+            std::vector<uint32_t> mask(size_t(token_mask_words(vocab)), 0u);
+            const int64_t allowed = vocab < 10 ? 2 : 37;
+            for (int64_t i = 0; i < allowed; ++i) {
+                const int64_t v = int64_t(g() % uint64_t(vocab));
+                mask[size_t(v / 32)] |= 1u << (v % 32);
+            }
+            const int32_t top = argmax(l.data(), vocab);
+            mask[size_t(top / 32)] &= ~(1u << (top % 32));  // the unmasked argmax is never allowed
+            if (token_mask_count(mask.data(), vocab) == 0) mask[0] |= 2u;
+            std::vector<int32_t> hist = {int32_t(g() % uint64_t(vocab)), top};
+            Sampler s(p);
+            auto got = by_id(s.distribution(l.data(), vocab, hist, mask.data()));
+            auto want = by_id(sampling_distribution_ref(l.data(), vocab, hist, p, mask.data()));
+            ASSERT_EQ(got.size(), want.size()) << "vocab " << vocab << " T " << c.T;
+            for (size_t i = 0; i < got.size(); ++i) {
+                ASSERT_EQ(got[i].id, want[i].id);
+                EXPECT_TRUE(token_allowed(mask.data(), got[i].id));
+                EXPECT_NEAR(got[i].p, want[i].p, 1e-6 * std::max(1.0, want[i].p * 10));
+            }
+            for (int i = 0; i < 50; ++i) {
+                const int32_t id = s.sample(l.data(), vocab, hist, mask.data());
+                ASSERT_TRUE(token_allowed(mask.data(), id)) << id;
+            }
+        }
+}
+
+TEST(Sampling, ApplyTokenMaskRows) {
+    const int64_t V = 70, rows = 3, ld = 75, W = token_mask_words(V) + 1;
+    std::vector<float> l(size_t(rows * ld), 1.f);
+    std::vector<uint32_t> m(size_t(rows * W), 0u);
+    m[0] = 1u;                // row 0: token 0
+    m[size_t(W) + 2] = 32u;   // row 1: token 69
+    m[size_t(2 * W)] = ~0u;   // row 2: tokens 0..31
+    apply_token_mask(l.data(), rows, V, ld, m.data(), W);
+    for (int64_t r = 0; r < rows; ++r)
+        for (int64_t v = 0; v < ld; ++v) {
+            const bool keep = v >= V || (r == 0 && v == 0) || (r == 1 && v == 69) || (r == 2 && v < 32);
+            EXPECT_EQ(l[size_t(r * ld + v)], keep ? 1.f : -INFINITY) << r << " " << v;
+        }
 }
 
 }  // namespace

@@ -1,0 +1,223 @@
+// JSON Schema objects and arrays as explicit automata (ir.h Graph): members in `properties` order, counted
+// where minProperties / maxProperties / minItems / maxItems need it; additional keys split into regions by the
+// patterns they match (byte DFA intersections / complements of the quoted key).
+#include <algorithm>
+#include <set>
+
+#include "grammar/byte_dfa.h"
+#include "grammar/json_lexemes.h"
+#include "grammar/json_schema_impl.h"
+#include "grammar/regex.h"
+
+namespace ember::grammar {
+
+namespace {
+
+constexpr int kMaxPatternRegions = 4;    // patternProperties: at most this many patterns (2^n key regions)
+constexpr int64_t kMaxCount = 100000;    // counted members / items
+
+Expected<int64_t> count_kw(const ojson& s, const char* k, int64_t dflt) {
+    if (!s.contains(k)) return dflt;
+    EMBER_REQUIRE(s[k].is_number() && s[k].get<double>() >= 0, "%s must be a non-negative number", k);
+    const double v = s[k].get<double>();
+    return v > double(kMaxCount) ? kMaxCount + 1 : int64_t(v);
+}
+
+// The quoted JSON encoding of keys, as a DFA over its bytes, from an expression of `lex`.
+Expected<ByteDfa> quoted(GrammarIR& lex, int content) {
+    return dfa_from_expr(lex, lex.seq({lex.byte('"'), content, lex.byte('"')}));
+}
+
+}  // namespace
+
+Expected<int> SchemaCompiler::object_expr(const ojson& s) {
+    // Listed properties: `properties` in order, then required keys not listed there.
+    std::vector<std::pair<std::string, const ojson*>> props;
+    std::set<std::string> listed;
+    if (s.contains("properties")) {
+        EMBER_REQUIRE(s["properties"].is_object(), "properties must be an object");
+        for (auto it = s["properties"].begin(); it != s["properties"].end(); ++it) {
+            props.push_back({it.key(), &it.value()});
+            listed.insert(it.key());
+        }
+    }
+    std::set<std::string> required;
+    if (s.contains("required")) {
+        EMBER_REQUIRE(s["required"].is_array(), "required must be an array");
+        for (const auto& r : s["required"]) {
+            EMBER_REQUIRE(r.is_string(), "required must list strings");
+            required.insert(r.get<std::string>());
+        }
+    }
+    const ojson kTrue = true;
+    const ojson* additional = &kTrue;
+    if (s.contains("additionalProperties")) additional = &s["additionalProperties"];
+    std::vector<std::pair<std::string, const ojson*>> patterns;
+    if (s.contains("patternProperties")) {
+        EMBER_REQUIRE(s["patternProperties"].is_object(), "patternProperties must be an object");
+        for (auto it = s["patternProperties"].begin(); it != s["patternProperties"].end(); ++it)
+            patterns.push_back({it.key(), &it.value()});
+    }
+    EMBER_REQUIRE(int(patterns.size()) <= kMaxPatternRegions, "patternProperties with more than %d patterns is not supported",
+                  kMaxPatternRegions);
+    // Key languages (quoted, as DFAs over the JSON encoding).
+    GrammarIR lex;
+    CharEncoder enc = [](GrammarIR& gg, const CpSet& c) { return json::string_char_expr(gg, c); };
+    std::vector<ByteDfa> pat_dfa;
+    for (auto& [p, sch] : patterns) {
+        auto re = regex_to_ir(lex, p, RegexMatch::SEARCH, enc);
+        if (!re) return re.status().with_context("patternProperties");
+        EMBER_ASSIGN(ByteDfa d, quoted(lex, re.value()));
+        pat_dfa.push_back(std::move(d));
+    }
+    EMBER_ASSIGN(ByteDfa any_key, quoted(lex, lex.star(json::string_char_expr(lex, cp_any()))));
+    ByteDfa names = any_key;  // propertyNames
+    if (s.contains("propertyNames") && !(s["propertyNames"].is_boolean() && s["propertyNames"].get<bool>())) {
+        const ojson& pn = s["propertyNames"];
+        EMBER_REQUIRE(pn.is_object(), "propertyNames must be a schema object");
+        json::StringConstraints c;
+        for (auto it = pn.begin(); it != pn.end(); ++it) {
+            const std::string& k = it.key();
+            if (k == "pattern") c.patterns.push_back(it.value().get<std::string>());
+            else if (k == "minLength") c.min_length = it.value().get<int64_t>();
+            else if (k == "maxLength") c.max_length = it.value().get<int64_t>();
+            else if (k == "format") c.format = it.value().get<std::string>();
+            else if (k == "type") EMBER_REQUIRE(it.value() == "string", "propertyNames: type must be string");
+            else if (!is_annotation(k)) return errorf("propertyNames with '%s' is not supported", k.c_str());
+        }
+        EMBER_ASSIGN(int e, json::string_expr(lex, c));
+        EMBER_ASSIGN(names, dfa_from_expr(lex, e));
+    }
+    // Listed keys: required ones missing from `properties` take the additional / pattern schemas.
+    for (const std::string& r : required)
+        if (!listed.count(r)) props.push_back({r, nullptr});
+    std::vector<int> kv;        // per listed key: key ws ':' ws value
+    std::vector<bool> must;     // required
+    std::vector<std::string> keys_enc;
+    for (auto& [k, sch] : props) {
+        const std::string enc_k = json::encode_string(k);
+        if (!dfa_matches(names, enc_k)) {  // propertyNames forbids it
+            if (required.count(k)) return g.nothing();
+            continue;
+        }
+        // The value schema: the property's, and every matching pattern's (all apply).
+        ojson all = ojson::array();
+        if (sch) all.push_back(*sch);
+        for (size_t j = 0; j < patterns.size(); ++j)
+            if (dfa_matches(pat_dfa[j], enc_k)) all.push_back(*patterns[j].second);
+        if (!sch && all.empty()) all.push_back(*additional);
+        const ojson& vs = all.size() == 1 ? own(all[0]) : own(ojson{{"allOf", all}});
+        EMBER_ASSIGN(int v, call(vs));
+        kv.push_back(g.seq({g.literal(enc_k), ws(), g.byte(':'), ws(), v}));
+        must.push_back(required.count(k) > 0);
+        keys_enc.push_back(enc_k);
+    }
+    // Additional keys: regions by the set of patterns matched; listed keys excluded.
+    int extra = -1;
+    {
+        std::vector<int> lits;
+        for (const std::string& k : keys_enc) lits.push_back(lex.literal(k));
+        ByteDfa base = dfa_intersect(any_key, names);
+        if (!lits.empty()) {
+            EMBER_ASSIGN(ByteDfa listed_d, dfa_from_expr(lex, lex.alt(lits)));
+            base = dfa_intersect(base, dfa_complement(listed_d));
+        }
+        std::vector<int> alts;
+        const size_t P = patterns.size();
+        for (size_t mask = 0; mask < (size_t(1) << P); ++mask) {
+            ByteDfa region = base;
+            ojson all = ojson::array();
+            for (size_t j = 0; j < P; ++j) {
+                if (mask >> j & 1) {
+                    region = dfa_intersect(region, pat_dfa[j]);
+                    all.push_back(*patterns[j].second);
+                } else {
+                    region = dfa_intersect(region, dfa_complement(pat_dfa[j]));
+                }
+                if (dfa_empty(region)) break;
+            }
+            if (dfa_empty(region)) continue;
+            if (mask == 0) {
+                if (additional->is_boolean() && !additional->get<bool>()) continue;
+                all.push_back(*additional);
+            }
+            const ojson& vs = all.size() == 1 ? own(all[0]) : own(ojson{{"allOf", all}});
+            if (vs.is_boolean() && !vs.get<bool>()) continue;
+            EMBER_ASSIGN(int v, call(vs));
+            alts.push_back(g.seq({dfa_expr(g, std::move(region)), ws(), g.byte(':'), ws(), v}));
+        }
+        if (!alts.empty()) extra = g.alt(alts);
+    }
+    // Members: states (i, c) — i listed keys decided, c members written (saturating at C).
+    EMBER_ASSIGN(int64_t min_p, count_kw(s, "minProperties", 0));
+    EMBER_ASSIGN(int64_t max_p, count_kw(s, "maxProperties", -1));
+    EMBER_REQUIRE(min_p <= kMaxCount && max_p <= kMaxCount, "minProperties / maxProperties beyond %lld are not supported",
+                  (long long)kMaxCount);
+    const int64_t n = int64_t(kv.size());
+    const int64_t C = max_p >= 0 ? max_p : std::max<int64_t>(min_p, 1);
+    EMBER_REQUIRE((n + 1) * (C + 1) <= 1000000, "object automaton too large (properties × count)");
+    Graph gr;
+    gr.n_states = int((n + 1) * (C + 1));
+    auto id = [&](int64_t i, int64_t c) { return int(i * (C + 1) + c); };
+    auto member = [&](int e, int64_t c) { return c > 0 ? g.seq({sep(), e}) : e; };
+    for (int64_t i = 0; i <= n; ++i)
+        for (int64_t c = 0; c <= C; ++c) {
+            const int64_t c1 = max_p >= 0 ? c + 1 : std::min(c + 1, C);
+            if (i < n) {
+                if (c1 <= C && (max_p < 0 || c + 1 <= max_p)) gr.edges.push_back({id(i, c), id(i + 1, c1), member(kv[size_t(i)], c)});
+                if (!must[size_t(i)]) gr.edges.push_back({id(i, c), id(i + 1, c), -1});
+            } else if (extra >= 0 && (max_p < 0 || c + 1 <= max_p)) {
+                gr.edges.push_back({id(i, c), id(i, c1), member(extra, c)});
+            }
+        }
+    for (int64_t c = 0; c <= C; ++c)
+        if (c >= min_p) gr.finals.push_back(id(n, c));
+    gr.start = id(0, 0);
+    return g.seq({g.byte('{'), ws(), g.graph(std::move(gr)), ws(), g.byte('}')});
+}
+
+Expected<int> SchemaCompiler::array_expr(const ojson& s) {
+    std::vector<const ojson*> prefix;
+    const ojson kTrue = true;
+    const ojson* rest = &kTrue;
+    if (s.contains("prefixItems")) {
+        EMBER_REQUIRE(s["prefixItems"].is_array(), "prefixItems must be an array");
+        for (const auto& x : s["prefixItems"]) prefix.push_back(&x);
+        if (s.contains("items")) rest = &s["items"];
+    } else if (s.contains("items") && s["items"].is_array()) {
+        for (const auto& x : s["items"]) prefix.push_back(&x);
+        if (s.contains("additionalItems")) rest = &s["additionalItems"];
+    } else if (s.contains("items")) {
+        rest = &s["items"];
+    }
+    EMBER_ASSIGN(int64_t min_i, count_kw(s, "minItems", 0));
+    EMBER_ASSIGN(int64_t max_i, count_kw(s, "maxItems", -1));
+    EMBER_REQUIRE(min_i <= kMaxCount && max_i <= kMaxCount, "minItems / maxItems beyond %lld are not supported",
+                  (long long)kMaxCount);
+    const int64_t P = int64_t(prefix.size());
+    const bool rest_false = rest->is_boolean() && !rest->get<bool>();
+    // States c = items written; N = the last counted state (loops when unbounded).
+    const int64_t N = max_i >= 0 ? max_i : std::max<int64_t>({P, min_i, 1});
+    Graph gr;
+    gr.n_states = int(N + 1);
+    int rest_v = -1;
+    if (!rest_false) {
+        EMBER_ASSIGN(rest_v, call(*rest));
+    }
+    for (int64_t c = 0; c < N; ++c) {
+        int v;
+        if (c < P) {
+            EMBER_ASSIGN(v, call(*prefix[size_t(c)]));
+        } else {
+            if (rest_v < 0) break;
+            v = rest_v;
+        }
+        gr.edges.push_back({int(c), int(c + 1), c > 0 ? g.seq({sep(), v}) : v});
+    }
+    if (max_i < 0 && rest_v >= 0 && N >= P) gr.edges.push_back({int(N), int(N), g.seq({sep(), rest_v})});
+    for (int64_t c = min_i; c <= N; ++c) gr.finals.push_back(int(c));
+    gr.start = 0;
+    return g.seq({g.byte('['), ws(), g.graph(std::move(gr)), ws(), g.byte(']')});
+}
+
+}  // namespace ember::grammar

@@ -1,0 +1,315 @@
+// Token masks: trie walks, per-state inner sets and edge suffixes, the per-configuration cache (runtime.h).
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "grammar/runtime.h"
+
+namespace ember::grammar {
+
+namespace {
+constexpr size_t kMaxCacheBytes = size_t(256) << 20;  // cached masks per grammar; cleared when exceeded
+}
+
+void TokenSet::or_into(uint32_t* w) const {
+    if (!dense.empty()) {
+        for (size_t i = 0; i < dense.size(); ++i) w[i] |= dense[i];
+    } else {
+        for (int32_t t : sparse) w[size_t(t) >> 5] |= 1u << (t & 31);
+    }
+}
+
+void TokenSet::store(const uint32_t* w, int64_t n_words) {
+    int64_t bits = 0;
+    for (int64_t i = 0; i < n_words; ++i) bits += __builtin_popcount(w[i]);
+    dense.clear();
+    sparse.clear();
+    if (bits >= n_words) {
+        dense.assign(w, w + n_words);
+        return;
+    }
+    sparse.reserve(size_t(bits));
+    for (int64_t i = 0; i < n_words; ++i)
+        for (uint32_t x = w[i]; x; x &= x - 1) sparse.push_back(int32_t(i * 32 + __builtin_ctz(x)));
+}
+
+size_t Runtime::VecHash::operator()(const std::vector<int32_t>& v) const {
+    uint64_t h = 1469598103934665603ull;
+    for (int32_t x : v) h = (h ^ uint32_t(x)) * 1099511628211ull;
+    return size_t(h ^ (h >> 31));
+}
+
+// General walk below trie node `at`, whose prefix left configuration c. Children are visited in order; each
+// child's configuration lives in cfg_[depth] (nested walks only write deeper entries).
+template <class OnTok, class OnEdge>
+void Runtime::walk(const Trie& T, uint32_t at, const Config& c, OnTok& on_tok, OnEdge& on_edge) {
+    if (c.heads.size() == 1 && !c.complete && !(g_->flags[size_t(gs_[size_t(c.heads[0])])] & CompiledGrammar::HAS_CALLS)) {
+        walk_fast(T, at, c.heads[0], on_tok, on_edge);
+        return;
+    }
+    Config& n = cfg_[size_t(T.depth[at]) + 1];
+    for (uint32_t j = at + 1; j < T.end[at]; j = T.end[j]) {
+        bool sp = false;
+        ++stats_.visited_general;
+        if (!step(c, T.byte[j], n, &sp)) continue;
+        for (uint32_t k = T.tok_begin[j]; k < T.tok_begin[j + 1]; ++k) on_tok(T.toks[k]);
+        if (!T.has_children(j)) continue;
+        if (sp) on_edge(j);
+        if (!n.heads.empty()) walk(T, j, n, on_tok, on_edge);
+    }
+}
+
+// One head without calls: a plain DFA loop over the subtree. Where the frame may pop with bytes left, the popped
+// continuation is walked separately (parent known) or recorded as an edge (parent kSentinel); at a state with
+// calls the subtree continues in the general walk.
+template <class OnTok, class OnEdge>
+void Runtime::walk_fast(const Trie& T, uint32_t at, int32_t head, OnTok& on_tok, OnEdge& on_edge) {
+    const CompiledGrammar& g = *g_;
+    const int32_t* next = g.next.data();
+    const uint8_t* flags = g.flags.data();
+    const uint8_t* cls = g.byte_class;
+    const size_t nc = size_t(g.n_classes);
+    const int32_t p = parent_[size_t(head)];
+    int32_t* st = dfa_.data();
+    st[T.depth[at]] = gs_[size_t(head)];
+    Config popped;
+    bool have_popped = false;
+    const uint32_t stop = T.end[at];
+    uint32_t j = at + 1;
+    while (j < stop) {
+        const int32_t s = next[size_t(st[T.depth[j] - 1]) * nc + cls[T.byte[j]]];
+        if (s < 0) {
+            j = T.end[j];
+            continue;
+        }
+        st[T.depth[j]] = s;
+        ++stats_.visited;
+        for (uint32_t k = T.tok_begin[j]; k < T.tok_begin[j + 1]; ++k) on_tok(T.toks[k]);
+        const uint8_t f = flags[s];
+        if (T.end[j] > j + 1) {
+            if (f & CompiledGrammar::HAS_CALLS) {  // leave the DFA loop: calls (and pops) in the general walk
+                Config& c = cfg_[T.depth[j]];
+                const int32_t nd = intern(s, p);
+                bool sp = false;
+                closure(&nd, 1, c, &sp);
+                if (sp) on_edge(j);
+                if (!c.heads.empty()) walk(T, j, c, on_tok, on_edge);
+                st[T.depth[j]] = s;
+                j = T.end[j];
+                continue;
+            }
+            if ((f & CompiledGrammar::ACCEPT) && p != kBottom) {
+                if (p == kSentinel) {
+                    on_edge(j);
+                } else {
+                    if (!have_popped) {
+                        closure(&p, 1, popped, nullptr);
+                        have_popped = true;
+                    }
+                    if (!popped.heads.empty()) {
+                        walk(T, j, popped, on_tok, on_edge);
+                        st[T.depth[j]] = s;  // the nested walk may start its own DFA loop at this depth
+                    }
+                }
+            }
+            if (f & CompiledGrammar::HAS_BYTES) {
+                ++j;
+                continue;
+            }
+        }
+        j = T.end[j];
+    }
+}
+
+const InnerEntry& Runtime::inner(int32_t gs) {
+    int32_t& idx = inner_of_[size_t(gs)];
+    if (idx < 0) {
+        auto e = std::make_unique<InnerEntry>();
+        compute_inner(gs, *e);
+        idx = int32_t(inner_.size());
+        inner_.push_back(std::move(e));
+        stats_.inner_computed++;
+    }
+    return *inner_[size_t(idx)];
+}
+
+bool Runtime::plain_targets(int32_t gs, std::vector<int32_t>& out, bool& clean) const {
+    const CompiledGrammar& g = *g_;
+    auto add = [&](int32_t t) {
+        if (std::find(out.begin(), out.end(), t) == out.end()) out.push_back(t);
+    };
+    bool all_live = true;
+    for (int b = 0x20; b < 0x80; ++b) {
+        if (b == '"' || b == '\\') continue;
+        const int32_t t = g.step(gs, uint8_t(b));
+        if (t < 0) all_live = false;
+        else add(t);
+    }
+    // Multi-byte characters as byte-range sequences (surrogates excluded); bytes deduplicated per byte class.
+    struct Seq {
+        uint8_t lo[4], hi[4];
+        int n;
+    };
+    static const Seq kSeqs[] = {{{0xC2, 0x80}, {0xDF, 0xBF}, 2},
+                                {{0xE0, 0xA0, 0x80}, {0xE0, 0xBF, 0xBF}, 3},
+                                {{0xE1, 0x80, 0x80}, {0xEC, 0xBF, 0xBF}, 3},
+                                {{0xED, 0x80, 0x80}, {0xED, 0x9F, 0xBF}, 3},
+                                {{0xEE, 0x80, 0x80}, {0xEF, 0xBF, 0xBF}, 3},
+                                {{0xF0, 0x90, 0x80, 0x80}, {0xF0, 0xBF, 0xBF, 0xBF}, 4},
+                                {{0xF1, 0x80, 0x80, 0x80}, {0xF3, 0xBF, 0xBF, 0xBF}, 4},
+                                {{0xF4, 0x80, 0x80, 0x80}, {0xF4, 0x8F, 0xBF, 0xBF}, 4}};
+    std::vector<int32_t> cur, nxt;
+    for (const Seq& q : kSeqs) {
+        cur.assign(1, gs);
+        for (int k = 0; k < q.n; ++k) {
+            nxt.clear();
+            for (int32_t x : cur) {
+                bool seen[256] = {};
+                for (int b = q.lo[k]; b <= q.hi[k]; ++b) {
+                    const uint8_t c = g.byte_class[b];
+                    if (seen[c]) continue;
+                    seen[c] = true;
+                    const int32_t t = g.step(x, uint8_t(b));
+                    if (t < 0) { all_live = false; continue; }
+                    if (k + 1 == q.n) {
+                        add(t);
+                    } else {
+                        clean = clean && !(g.flags[size_t(t)] & (CompiledGrammar::ACCEPT | CompiledGrammar::HAS_CALLS));
+                        if (std::find(nxt.begin(), nxt.end(), t) == nxt.end()) nxt.push_back(t);
+                    }
+                }
+            }
+            cur.swap(nxt);
+        }
+    }
+    return all_live;
+}
+
+int64_t Runtime::plain_reach(int32_t gs, bool* exact) const {
+    // Layers of states after i plain characters; K = the first i where some plain character dies.
+    const CompiledGrammar& g = *g_;
+    const int64_t all = t_->max_plain_chars();
+    std::vector<int32_t> layer = {gs}, next;
+    std::vector<std::vector<int32_t>> seen;
+    bool clean = true;  // no accepting state or call inside the layers after the first
+    for (int64_t i = 0; i < all; ++i) {
+        next.clear();
+        bool live = true;
+        for (int32_t s : layer) live = plain_targets(s, next, clean) && live;
+        if (!live) {
+            if (exact) *exact = clean && next.empty();
+            return i;
+        }
+        std::sort(next.begin(), next.end());
+        for (int32_t t : next) clean = clean && !(g.flags[size_t(t)] & (CompiledGrammar::ACCEPT | CompiledGrammar::HAS_CALLS));
+        if (std::find(seen.begin(), seen.end(), next) != seen.end()) break;  // layers repeat: any length
+        seen.push_back(next);
+        layer.swap(next);
+    }
+    if (exact) *exact = true;
+    return all;
+}
+
+void Runtime::compute_inner(int32_t gs, InnerEntry& e) {
+    const int64_t W = t_->mask_words();
+    std::vector<uint32_t> words(size_t(W), 0u);
+    Config c0;
+    const int32_t n0 = intern(gs, kSentinel);
+    closure(&n0, 1, c0, nullptr);  // a pop before any byte is the caller's head, not an edge
+    // A single head without calls that takes plain characters uniformly: the short plain tokens are allowed
+    // outright and only the remaining tokens are walked.
+    TokenIndex::Slice sl = t_->slice(0);
+    if (c0.heads.size() == 1 && !c0.complete && !(g_->flags[size_t(gs_[size_t(c0.heads[0])])] & CompiledGrammar::HAS_CALLS)) {
+        bool exact = false;
+        const int64_t K = plain_reach(gs_[size_t(c0.heads[0])], &exact);
+        sl = exact ? TokenIndex::Slice{int(K), &t_->plain_upto(K), &t_->nonplain_trie()} : t_->slice(K);
+    }
+    if (sl.covered)
+        for (int64_t i = 0; i < W; ++i) words[size_t(i)] = (*sl.covered)[size_t(i)];
+    const Trie& T = *sl.rest;
+    std::vector<std::pair<int32_t, uint16_t>> edges;  // (token, offset of the pop)
+    auto on_tok = [&](int32_t t) { words[size_t(t) >> 5] |= 1u << (t & 31); };
+    auto on_edge = [&](uint32_t j) {
+        for (uint32_t k = T.tok_begin[j + 1]; k < T.tok_begin[T.end[j]]; ++k) edges.push_back({T.toks[k], T.depth[j]});
+    };
+    const int64_t v0 = stats_.visited, g0 = stats_.visited_general;
+    if (!c0.heads.empty()) walk(T, 0, c0, on_tok, on_edge);
+    static const bool dbg = std::getenv("EMBER_GRAMMAR_DEBUG") != nullptr;
+    if (dbg)
+        std::fprintf(stderr, "[grammar] inner gs %d (rule %s, %zu heads%s): reach %lld, slice tau %d, trie of %u nodes, visited %lld fast + %lld general, %zu edges\n", gs,
+                     g_->rule_names[size_t(g_->state_rule[size_t(gs)])].c_str(), c0.heads.size(),
+                     c0.heads.size() == 1 && (g_->flags[size_t(gs_[size_t(c0.heads[0])])] & CompiledGrammar::HAS_CALLS) ? " calls" : "",
+                     c0.heads.size() == 1 ? (long long)plain_reach(gs_[size_t(c0.heads[0])]) : -1LL, sl.tau, T.size(), (long long)(stats_.visited - v0), (long long)(stats_.visited_general - g0), edges.size());
+    e.inner.store(words.data(), W);
+    // Edges: tokens not already accepted inside the frame, grouped by the suffix after the pop.
+    std::vector<std::pair<std::string, int32_t>> sfx;
+    for (auto& [t, off] : edges) {
+        if ((words[size_t(t) >> 5] >> (t & 31)) & 1) continue;
+        sfx.push_back({t_->bytes(t).substr(off), t});
+    }
+    std::sort(sfx.begin(), sfx.end());
+    sfx.erase(std::unique(sfx.begin(), sfx.end()), sfx.end());
+    std::vector<std::pair<std::string, int32_t>> entries;
+    e.group_begin.clear();
+    e.group_toks.clear();
+    for (size_t i = 0; i < sfx.size();) {
+        const int32_t gid = int32_t(e.group_begin.size());
+        e.group_begin.push_back(uint32_t(e.group_toks.size()));
+        size_t k = i;
+        while (k < sfx.size() && sfx[k].first == sfx[i].first) e.group_toks.push_back(sfx[k++].second);
+        entries.push_back({sfx[i].first, gid});
+        i = k;
+    }
+    e.group_begin.push_back(uint32_t(e.group_toks.size()));
+    if (!entries.empty()) e.suffixes = Trie::build(std::move(entries));
+}
+
+void Runtime::fill_mask(const Config& c, uint32_t* words) {
+    const int64_t W = t_->mask_words();
+    std::vector<int32_t> key = c.heads;
+    if (c.complete) key.push_back(-3);
+    auto it = masks_.find(key);
+    if (it != masks_.end()) {
+        stats_.cache_hits++;
+        if (!it->second.dense.empty()) {
+            std::memcpy(words, it->second.dense.data(), size_t(W) * 4);
+        } else {
+            std::memset(words, 0, size_t(W) * 4);
+            it->second.or_into(words);
+        }
+        return;
+    }
+    stats_.cache_misses++;
+    scratch_words_.assign(size_t(W), 0u);
+    uint32_t* m = scratch_words_.data();
+    for (int32_t h : c.heads) {
+        const InnerEntry& e = inner(gs_[size_t(h)]);
+        e.inner.or_into(m);
+        const int32_t p = parent_[size_t(h)];
+        if (p < 0 || e.group_toks.empty()) continue;
+        Config pc;
+        closure(&p, 1, pc, nullptr);
+        if (pc.heads.empty()) continue;
+        auto on_group = [&](int32_t gid) {
+            for (uint32_t k = e.group_begin[size_t(gid)]; k < e.group_begin[size_t(gid) + 1]; ++k) {
+                const int32_t t = e.group_toks[k];
+                m[size_t(t) >> 5] |= 1u << (t & 31);
+            }
+        };
+        auto no_edge = [](uint32_t) {};
+        walk(e.suffixes, 0, pc, on_group, no_edge);
+    }
+    if (c.complete)
+        for (int32_t t : t_->eos()) m[size_t(t) >> 5] |= 1u << (t & 31);
+    std::memcpy(words, m, size_t(W) * 4);
+    if (mask_bytes_ > kMaxCacheBytes) {
+        masks_.clear();
+        mask_bytes_ = 0;
+    }
+    TokenSet& ts = masks_[std::move(key)];
+    ts.store(m, W);
+    mask_bytes_ += ts.bytes() + 64;
+}
+
+}  // namespace ember::grammar

@@ -1,0 +1,21 @@
+// Token masks on the CPU (token_mask.h): plain loops.
+#include "ops/sampling/token_mask.h"
+
+#include <limits>
+
+namespace ember {
+
+void apply_token_mask(float* logits, int64_t rows, int64_t vocab, int64_t ld, const uint32_t* mask, int64_t mask_stride) {
+    const float ninf = -std::numeric_limits<float>::infinity();
+    for (int64_t r = 0; r < rows; ++r)
+        for (int64_t v = 0; v < vocab; ++v)
+            if (!token_allowed(mask + r * mask_stride, v)) logits[r * ld + v] = ninf;
+}
+
+int64_t token_mask_count(const uint32_t* mask, int64_t vocab) {
+    int64_t n = 0;
+    for (int64_t v = 0; v < vocab; ++v) n += token_allowed(mask, v);
+    return n;
+}
+
+}  // namespace ember

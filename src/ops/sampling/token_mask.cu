@@ -1,0 +1,38 @@
+// CUDA token masks (token_mask_cuda.h): one thread per mask word (32 tokens), rows on blockIdx.y.
+#include "backend/cuda/cuda_check.h"
+#include "core/check.h"
+#include "ops/sampling/token_mask_cuda.h"
+
+namespace ember::cuda {
+
+namespace {
+
+constexpr int kThreads = 256;
+
+__global__ void k_apply_token_mask(float* __restrict__ logits, int64_t vocab, int64_t ld,
+                                   const uint32_t* __restrict__ mask, int64_t mask_stride) {
+    const int64_t w = int64_t(blockIdx.x) * kThreads + threadIdx.x, r = blockIdx.y;
+    const int64_t words = (vocab + 31) / 32;
+    if (w >= words) return;
+    const uint32_t m = mask[r * mask_stride + w];
+    if (m == ~0u) return;
+    float* row = logits + r * ld + w * 32;
+    const int n = int(vocab - w * 32 < 32 ? vocab - w * 32 : 32);
+    for (int b = 0; b < n; ++b)
+        if (!((m >> b) & 1u)) row[b] = -__int_as_float(0x7f800000);
+}
+
+}  // namespace
+
+void apply_token_mask(float* logits, int64_t rows, int64_t vocab, int64_t ld, const uint32_t* mask,
+                      int64_t mask_stride, cudaStream_t stream) {
+    EMBER_CHECK(rows > 0 && rows < 65536 && vocab > 0 && ld >= vocab && mask_stride >= (vocab + 31) / 32,
+                "apply_token_mask: rows %lld vocab %lld ld %lld mask_stride %lld", (long long)rows, (long long)vocab,
+                (long long)ld, (long long)mask_stride);
+    const int64_t words = (vocab + 31) / 32;
+    const dim3 grid(unsigned((words + kThreads - 1) / kThreads), unsigned(rows));
+    k_apply_token_mask<<<grid, kThreads, 0, stream>>>(logits, vocab, ld, mask, mask_stride);
+    CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace ember::cuda
