@@ -1,6 +1,11 @@
 // Qwen35Config parsing (HF config.json, flat or nested) and the named presets of qwen35.md §1.3.
 #include "models/qwen35_config.h"
 
+#include <cfloat>
+#include <cmath>
+
+#include "models/config_limits.h"
+
 namespace ember {
 
 using json = nlohmann::json;
@@ -30,7 +35,9 @@ Status get_int(const json& o, const char* key, int64_t* out, const std::string& 
 Status get_float(const json& o, const char* key, float* out, const std::string& where) {
     if (!o.contains(key) || o[key].is_null()) return Status::ok();
     if (!o[key].is_number()) return errorf("%s: '%s' must be a number", where.c_str(), key);
-    *out = o[key].get<float>();
+    const double v = o[key].get<double>();  // a double beyond float's range would make the float conversion UB
+    if (!(std::fabs(v) <= FLT_MAX)) return errorf("%s: '%s' = %g is not a finite float", where.c_str(), key, v);
+    *out = static_cast<float>(v);
     return Status::ok();
 }
 
@@ -117,6 +124,7 @@ Expected<Qwen35Config> Qwen35Config::from_json(const json& j, const std::string&
             else return errorf("%s: unknown layer type '%s' in layer_types", where.c_str(), s.dump().c_str());
         }
     } else {
+        EMBER_TRY(check_limit(where, "num_hidden_layers", c.num_hidden_layers, kMaxLayers));
         int64_t interval = 4;
         EMBER_TRY(get_int(t, "full_attention_interval", &interval, where));
         if (interval < 1) return errorf("%s: full_attention_interval must be ≥ 1", where.c_str());
@@ -138,8 +146,27 @@ Expected<Qwen35Config> Qwen35Config::from_json(const json& j, const std::string&
     return c;
 }
 
+Status Qwen35Config::check_limits(const std::string& where) const {
+    const struct { const char* name; int64_t v, max; } fields[] = {
+        {"num_hidden_layers", num_hidden_layers, kMaxLayers}, {"mtp_num_hidden_layers", mtp_num_hidden_layers, kMaxLayers},
+        {"hidden_size", hidden_size, kMaxWidth}, {"intermediate_size", intermediate_size, kMaxWidth},
+        {"vocab_size", vocab_size, kMaxVocab}, {"num_attention_heads", num_attention_heads, kMaxHeads},
+        {"num_key_value_heads", num_key_value_heads, kMaxHeads}, {"head_dim", head_dim, kMaxHeadDim},
+        {"linear_num_key_heads", linear_num_key_heads, kMaxHeads},
+        {"linear_num_value_heads", linear_num_value_heads, kMaxHeads},
+        {"linear_key_head_dim", linear_key_head_dim, kMaxHeadDim},
+        {"linear_value_head_dim", linear_value_head_dim, kMaxHeadDim},
+        {"linear_conv_kernel_dim", linear_conv_kernel_dim, kMaxConvKernel},
+    };
+    for (const auto& f : fields) EMBER_TRY(check_limit(where, f.name, f.v, f.max));
+    EMBER_REQUIRE(partial_rotary_factor >= 0.f && partial_rotary_factor <= 1.f,
+                  "%s: partial_rotary_factor %g must be in [0, 1]", where.c_str(), double(partial_rotary_factor));
+    return Status::ok();
+}
+
 Status Qwen35Config::validate(const std::string& where) const {
     const char* w = where.c_str();
+    EMBER_TRY(check_limits(where));
     EMBER_REQUIRE(hidden_size > 0 && num_hidden_layers > 0 && vocab_size > 0 && intermediate_size > 0,
                   "%s: hidden_size, num_hidden_layers, vocab_size and intermediate_size must be positive", w);
     EMBER_REQUIRE(static_cast<int64_t>(layer_types.size()) == num_hidden_layers,

@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# libFuzzer targets of tests/fuzz (ASan + UBSan), built with Debian's clang into build-fuzz/.
+#   scripts/fuzz.sh --list               target names, one per line
+#   scripts/fuzz.sh TARGET SECONDS [ARGS] build what TARGET needs, fuzz it for SECONDS from its committed corpus
+#                                        (tests/fuzz/corpus/TARGET, read-only) plus build-fuzz/corpus/TARGET (new
+#                                        inputs); extra ARGS go to libFuzzer (e.g. -runs=N, -jobs=N)
+#   scripts/fuzz.sh --build [TARGET..]   only build (all targets by default)
+# Exits non-zero on any sanitizer report, crash, leak, out-of-memory or input slower than 1 s (the offending
+# input is saved as build-fuzz/artifacts/TARGET/{crash,leak,oom,timeout}-*). EMBER_FUZZ_JOBS sets build jobs.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+FUZZ_DIR=tests/fuzz
+BUILD=build-fuzz
+
+targets() { sed -n 's/^ember_fuzz(\([a-z0-9_]*\) .*/\1/p' "$FUZZ_DIR/CMakeLists.txt"; }
+
+need_clang() {
+  local pkgs=(clang-14 libclang-rt-14-dev libomp-14-dev) missing=()
+  for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+  if [ ${#missing[@]} -gt 0 ]; then
+    local SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+  fi
+}
+
+build() {
+  bash scripts/install-deps.sh
+  need_clang
+  if [ ! -f "$BUILD/CMakeCache.txt" ]; then
+    cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Fuzz -DCMAKE_C_COMPILER=clang-14 \
+      -DCMAKE_CXX_COMPILER=clang++-14 -DEMBER_FUZZ=ON -DEMBER_TESTS=OFF >/dev/null
+  fi
+  local t=() n
+  for n in "$@"; do t+=("fuzz_$n"); done
+  cmake --build "$BUILD" -j"${EMBER_FUZZ_JOBS:-$(nproc)}" --target "${t[@]}"
+}
+
+case "${1:-}" in
+  --list) targets; exit 0 ;;
+  --build) shift; if [ $# -eq 0 ]; then mapfile -t all < <(targets); set -- "${all[@]}"; fi; build "$@"; exit 0 ;;
+  ""|-h|--help) sed -n '2,10p' "$0"; exit 2 ;;
+esac
+
+target=$1 seconds=${2:?usage: scripts/fuzz.sh TARGET SECONDS}
+shift 2
+targets | grep -qx "$target" || { echo "unknown fuzz target '$target' (scripts/fuzz.sh --list)" >&2; exit 2; }
+build "$target"
+work="$BUILD/corpus/$target" art="$BUILD/artifacts/$target"
+mkdir -p "$work" "$art"
+dict=()  # dict/TARGET.dict, else the dictionary of the family: dict/gguf.dict for gguf_model, ...
+for d in "$FUZZ_DIR/dict/$target.dict" "$FUZZ_DIR/dict/${target%%_*}.dict"; do
+  [ -f "$d" ] && { dict=(-dict="$d"); break; }
+done
+# -timeout: an input slower than EMBER_FUZZ_TIMEOUT (1 s) is a finding; -rss_limit_mb also bounds any single malloc
+# (malloc_limit_mb defaults to it). The whole libFuzzer log goes to build-fuzz/logs/TARGET.log.
+export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:allocator_may_return_null=0}"
+export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
+log="$BUILD/logs/$target.log"
+mkdir -p "$BUILD/logs"
+set +e
+"$BUILD/tests/fuzz/fuzz_$target" -max_total_time="$seconds" -timeout="${EMBER_FUZZ_TIMEOUT:-1}" -rss_limit_mb=2048 \
+  -print_final_stats=1 -artifact_prefix="$art/" "${dict[@]}" "$@" "$work" "$FUZZ_DIR/corpus/$target" >"$log" 2>&1
+rc=$?
+set -e
+# libFuzzer's last status line: "#RUNS <kind> cov: C ft: F corp: N/SIZE ... exec/s: E ...".
+last=$(grep -a -E '^#[0-9]+' "$log" | tail -1 || true)
+runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
+secs=$(sed -n 's/^stat::total_duration_s: *//p' "$log" | tail -1)  # absent in clang 14: fall back below
+cov=$(sed -n 's/.* cov: \([0-9]*\).*/\1/p' <<<"$last") ft=$(sed -n 's/.* ft: \([0-9]*\).*/\1/p' <<<"$last")
+corp=$(sed -n 's/.* corp: \([0-9]*\/[0-9]*[a-zA-Z]*\).*/\1/p' <<<"$last")
+summary="runs ${runs:-?} in ${secs:-${seconds}}s, cov ${cov:-?}, ft ${ft:-?}, corpus ${corp:-?}"
+if [ $rc -ne 0 ]; then
+  tail -60 "$log" >&2
+  echo "fuzz $target: FAILED (exit $rc; $summary); the input is in $art/, the log in $log" >&2
+  exit 1
+fi
+echo "fuzz $target: ok ($summary; no sanitizer report, crash, leak or timeout)"
