@@ -6,6 +6,14 @@ if(NOT CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
 endif()
 # -O1 -gline-tables-only as OSS-Fuzz builds (fast to compile, symbolized stacks); build type "Fuzz" (scripts/fuzz.sh)
 # adds no flags of its own and leaves NDEBUG undefined, so assert()s — nlohmann's among them — stay on.
-add_compile_options(-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined
-                    -fno-omit-frame-pointer -O1 -gline-tables-only)
-add_link_options(-fsanitize=address,undefined)
+# EMBER_FUZZ_COVERAGE: source-based coverage instead of the sanitizers, to measure which lines the corpora reach
+# (scripts/fuzz.sh --coverage; build-fuzz-cov/).
+option(EMBER_FUZZ_COVERAGE "EMBER_FUZZ build with -fprofile-instr-generate -fcoverage-mapping, no sanitizers" OFF)
+if(EMBER_FUZZ_COVERAGE)
+  add_compile_options(-fprofile-instr-generate -fcoverage-mapping -O1)
+  add_link_options(-fprofile-instr-generate)
+else()
+  add_compile_options(-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined
+                      -fno-omit-frame-pointer -O1 -gline-tables-only)
+  add_link_options(-fsanitize=address,undefined)
+endif()

@@ -5,6 +5,9 @@
 #                                        (tests/fuzz/corpus/TARGET, read-only) plus build-fuzz/corpus/TARGET (new
 #                                        inputs); extra ARGS go to libFuzzer (e.g. -runs=N, -jobs=N)
 #   scripts/fuzz.sh --build [TARGET..]   only build (all targets by default)
+#   scripts/fuzz.sh --coverage [TARGET..] line coverage of the files each target parses, reached by its corpora
+#                                        (committed + build-fuzz/corpus): a -fprofile-instr-generate build in
+#                                        build-fuzz-cov/, every input run once, llvm-cov report
 # Exits non-zero on any sanitizer report, crash, leak, out-of-memory or input slower than 1 s (the offending
 # input is saved as build-fuzz/artifacts/TARGET/{crash,leak,oom,timeout}-*). EMBER_FUZZ_JOBS sets build jobs.
 set -euo pipefail
@@ -24,28 +27,67 @@ need_clang() {
   fi
 }
 
-build() {
+build() {  # build DIR EXTRA_CMAKE_FLAG TARGET..
+  local dir=$1 flag=$2
+  shift 2
   bash scripts/install-deps.sh
   need_clang
-  if [ ! -f "$BUILD/CMakeCache.txt" ]; then
-    cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Fuzz -DCMAKE_C_COMPILER=clang-14 \
-      -DCMAKE_CXX_COMPILER=clang++-14 -DEMBER_FUZZ=ON -DEMBER_TESTS=OFF >/dev/null
+  if [ ! -f "$dir/CMakeCache.txt" ]; then
+    cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Fuzz -DCMAKE_C_COMPILER=clang-14 \
+      -DCMAKE_CXX_COMPILER=clang++-14 -DEMBER_FUZZ=ON -DEMBER_TESTS=OFF "$flag" >/dev/null
   fi
   local t=() n
   for n in "$@"; do t+=("fuzz_$n"); done
-  cmake --build "$BUILD" -j"${EMBER_FUZZ_JOBS:-$(nproc)}" --target "${t[@]}"
+  cmake --build "$dir" -j"${EMBER_FUZZ_JOBS:-$(nproc)}" --target "${t[@]}"
+}
+
+# The library sources a target exercises, for its coverage report.
+sources() {
+  case $1 in
+    gguf) echo src/io/gguf.cpp src/io/gguf_value.cpp ;;
+    safetensors) echo src/io/safetensors.cpp src/io/json_file.cpp ;;
+    qwen35_config) echo src/models/qwen35_config.cpp src/io/json_file.cpp ;;
+    gguf_model) echo src/io/gguf.cpp src/models/llama.cpp src/models/qwen35_gguf.cpp src/models/gguf_weights.cpp \
+      src/models/registry.cpp ;;
+    gguf_vocab) echo src/tokenizer/gguf_tokenizer.cpp src/tokenizer/gguf_vocab.cpp src/tokenizer/gguf_pre.cpp \
+      src/tokenizer/spm.cpp src/tokenizer/bpe.cpp src/tokenizer/special_split.cpp ;;
+    tokenizer_json|tokenizer_encode) echo src/tokenizer/tokenizer.cpp src/tokenizer/bpe.cpp \
+      src/tokenizer/pretokenize.cpp src/tokenizer/normalize.cpp src/tokenizer/added_tokens.cpp \
+      src/tokenizer/spm.cpp src/tokenizer/utf8.cpp src/tokenizer/stream_decoder.cpp ;;
+    jinja|chat_messages) ls src/template/*.cpp | grep -v _test ;;
+  esac
+}
+
+coverage() {
+  local dir=build-fuzz-cov t
+  build "$dir" -DEMBER_FUZZ_COVERAGE=ON "$@"
+  for t in "$@"; do
+    local prof="$dir/prof/$t"
+    rm -rf "$prof" && mkdir -p "$prof" "$BUILD/corpus/$t"
+    LLVM_PROFILE_FILE="$prof/%p.profraw" "$dir/tests/fuzz/fuzz_$t" -runs=0 "$BUILD/corpus/$t" "$FUZZ_DIR/corpus/$t" \
+      >"$prof/run.log" 2>&1 || { tail -20 "$prof/run.log" >&2; exit 1; }
+    llvm-profdata-14 merge -sparse "$prof"/*.profraw -o "$prof/merged.profdata"
+    echo "== $t: line coverage of its parser files by $(ls "$BUILD/corpus/$t" "$FUZZ_DIR/corpus/$t" | wc -l) inputs"
+    # shellcheck disable=SC2046
+    llvm-cov-14 report "$dir/tests/fuzz/fuzz_$t" -instr-profile="$prof/merged.profdata" -show-region-summary=false \
+      -show-branch-summary=false $(sources "$t") | awk '/^(src|TOTAL)/ {print "  " $1 ": lines " $(NF-2) ", covered " $NF}'
+  done
 }
 
 case "${1:-}" in
   --list) targets; exit 0 ;;
-  --build) shift; if [ $# -eq 0 ]; then mapfile -t all < <(targets); set -- "${all[@]}"; fi; build "$@"; exit 0 ;;
+  --build|--coverage)
+    mode=$1; shift
+    if [ $# -eq 0 ]; then mapfile -t all < <(targets); set -- "${all[@]}"; fi
+    if [ "$mode" = --build ]; then build "$BUILD" -DEMBER_FUZZ_COVERAGE=OFF "$@"; else coverage "$@"; fi
+    exit 0 ;;
   ""|-h|--help) sed -n '2,10p' "$0"; exit 2 ;;
 esac
 
 target=$1 seconds=${2:?usage: scripts/fuzz.sh TARGET SECONDS}
 shift 2
 targets | grep -qx "$target" || { echo "unknown fuzz target '$target' (scripts/fuzz.sh --list)" >&2; exit 2; }
-build "$target"
+build "$BUILD" -DEMBER_FUZZ_COVERAGE=OFF "$target"
 work="$BUILD/corpus/$target" art="$BUILD/artifacts/$target"
 mkdir -p "$work" "$art"
 dict=()  # dict/TARGET.dict, else the dictionary of the family: dict/gguf.dict for gguf_model, ...
