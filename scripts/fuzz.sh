@@ -101,29 +101,44 @@ export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:allocator_may_return_null=0:
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
 log="$BUILD/logs/$target.log"
 mkdir -p "$BUILD/logs"
+# One libFuzzer run for the seconds left; returns its exit status. A timeout must reproduce: on a loaded machine a
+# stalled process (or ASan's quarantine) can pass 1 s of wall time on an input that runs in a millisecond, so the
+# input is replayed alone three times, and only slow every time is a finding (else fuzzing resumes).
+segment() {
+  local left=$1 rc
+  shift
+  "$BUILD/tests/fuzz/fuzz_$target" -max_total_time="$left" -timeout="${EMBER_FUZZ_TIMEOUT:-1}" -rss_limit_mb=2048 \
+    -print_final_stats=1 -artifact_prefix="$art/" "${dict[@]}" "$@" "$work" "$FUZZ_DIR/corpus/$target" >>"$log" 2>&1
+  rc=$?
+  if [ $rc -eq 70 ]; then
+    local slow reproduced=0
+    slow=$(ls -t "$art"/timeout-* | head -1)
+    for _ in 1 2 3; do
+      "$BUILD/tests/fuzz/fuzz_$target" -timeout="${EMBER_FUZZ_TIMEOUT:-1}" "$slow" >>"$log" 2>&1 || reproduced=$((reproduced + 1))
+    done
+    if [ $reproduced -lt 3 ]; then
+      echo "fuzz $target: a timeout on $slow did not reproduce ($reproduced of 3 replays slow): machine load" >&2
+      mv "$slow" "$art/unreproduced-$(basename "$slow")"
+      return 75
+    fi
+  fi
+  return $rc
+}
+: >"$log"
 start=$SECONDS
 set +e
-"$BUILD/tests/fuzz/fuzz_$target" -max_total_time="$seconds" -timeout="${EMBER_FUZZ_TIMEOUT:-1}" -rss_limit_mb=2048 \
-  -print_final_stats=1 -artifact_prefix="$art/" "${dict[@]}" "$@" "$work" "$FUZZ_DIR/corpus/$target" >"$log" 2>&1
-rc=$?
-# A timeout must reproduce: on a loaded machine a stalled process (or ASan's quarantine) can pass 1 s of wall
-# time on an input that runs in a millisecond. Replayed alone three times; slower each time = a finding.
-if [ $rc -eq 70 ]; then
-  slow=$(ls -t "$art"/timeout-* | head -1) reproduced=0
-  for _ in 1 2 3; do
-    "$BUILD/tests/fuzz/fuzz_$target" -timeout="${EMBER_FUZZ_TIMEOUT:-1}" "$slow" >>"$log" 2>&1 || reproduced=$((reproduced + 1))
-  done
-  if [ $reproduced -lt 3 ]; then
-    echo "fuzz $target: a timeout on $slow did not reproduce ($reproduced of 3 replays slow): machine load, not a finding" >&2
-    mv "$slow" "$art/unreproduced-$(basename "$slow")"
-    rc=0
-  fi
-fi
+while :; do
+  segment $((seconds - (SECONDS - start))) "$@"
+  rc=$?
+  [ $rc -eq 75 ] && [ $((seconds - (SECONDS - start))) -gt 5 ] && continue
+  [ $rc -eq 75 ] && rc=0
+  break
+done
 set -e
 elapsed=$((SECONDS - start))
 # libFuzzer's last status line: "#RUNS <kind> cov: C ft: F corp: N/SIZE ... exec/s: E ...".
 last=$(grep -a -E '^#[0-9]+' "$log" | tail -1 || true)
-runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
+runs=$(awk '/^stat::number_of_executed_units:/ {n += $2} END {if (n) print n}' "$log")  # over all segments
 cov=$(sed -n 's/.* cov: \([0-9]*\).*/\1/p' <<<"$last") ft=$(sed -n 's/.* ft: \([0-9]*\).*/\1/p' <<<"$last")
 corp=$(sed -n 's/.* corp: \([0-9]*\/[0-9]*[a-zA-Z]*\).*/\1/p' <<<"$last")
 [ -n "$runs" ] || runs=$(sed -n 's/^#\([0-9]*\).*/\1/p' <<<"$last")
