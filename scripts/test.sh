@@ -26,7 +26,7 @@ for t in test_io test_tokenizer test_template; do ./build-asan/$t --gtest_brief=
 # Every parser of untrusted input under libFuzzer (ASan + UBSan): a short run of each target from its committed
 # corpus (clang from Debian, build-fuzz/); any sanitizer report, crash, leak or slow input fails (scripts/fuzz.sh).
 bash scripts/fuzz.sh --build >/dev/null
-for t in $(bash scripts/fuzz.sh --list); do bash scripts/fuzz.sh "$t" "${EMBER_FUZZ_SECONDS:-40}"; done
+for t in $(bash scripts/fuzz.sh --list); do bash scripts/fuzz.sh "$t" "${EMBER_FUZZ_SECONDS:-25}"; done
 
 (cd build && ctest --output-on-failure -j"$(nproc)") | tee build/ctest.log
 # ctest's closing line ("100% tests passed, 0 tests failed out of N") also as a plain count:
