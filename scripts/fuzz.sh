@@ -67,10 +67,10 @@ coverage() {
     LLVM_PROFILE_FILE="$prof/%p.profraw" "$dir/tests/fuzz/fuzz_$t" -runs=0 "$BUILD/corpus/$t" "$FUZZ_DIR/corpus/$t" \
       >"$prof/run.log" 2>&1 || { tail -20 "$prof/run.log" >&2; exit 1; }
     llvm-profdata-14 merge -sparse "$prof"/*.profraw -o "$prof/merged.profdata"
-    echo "== $t: line coverage of its parser files by $(ls "$BUILD/corpus/$t" "$FUZZ_DIR/corpus/$t" | wc -l) inputs"
+    echo "== $t: line coverage of its parser files by $(find "$BUILD/corpus/$t" "$FUZZ_DIR/corpus/$t" -type f | wc -l) inputs"
     # shellcheck disable=SC2046
     llvm-cov-14 report "$dir/tests/fuzz/fuzz_$t" -instr-profile="$prof/merged.profdata" -show-region-summary=false \
-      -show-branch-summary=false $(sources "$t") | awk '/^(src|TOTAL)/ {print "  " $1 ": lines " $(NF-2) ", covered " $NF}'
+      -show-branch-summary=false $(sources "$t") | awk '$NF ~ /%$/ {print "  " $1 ": " $(NF-2) " lines, " $NF " covered"}' 
   done
 }
 

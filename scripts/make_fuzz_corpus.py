@@ -273,6 +273,12 @@ def tokenizer_json_subset(path, n_vocab=300):
         a, b = m.split(" ") if isinstance(m, str) else m
         if a in vocab and b in vocab and a + b in vocab:
             merges.append(m)
+    # Added tokens renumbered after the kept vocabulary (their real ids, ~150k, would make the ids too sparse
+    # for the cut vocabulary: the loader refuses that); a vocabulary entry of the same text is dropped.
+    added = j.get("added_tokens") or []
+    for k, a in enumerate(added):
+        vocab.pop(a["content"], None)
+        a["id"] = n_vocab + k
     j["model"]["vocab"], j["model"]["merges"] = vocab, merges
     return json.dumps(j, ensure_ascii=False).encode()
 
