@@ -71,6 +71,8 @@ Expected<LlamaConfig> read_config(const GgufFile& f) {
     const GgufTensor* emb = f.tensor("token_embd.weight");
     EMBER_REQUIRE(emb && emb->ne.size() == 2, "%s: missing or non-2-D tensor 'token_embd.weight'", p);
     c.vocab = emb->ne[1];
+    // An empty one (ne[1] = 0, a tensor of no bytes) divided by zero in the info below (found by fuzz_gguf_model).
+    EMBER_REQUIRE(c.vocab > 0, "%s: token_embd.weight has no rows (an empty vocabulary)", p);
     EMBER_TRY(check_limit(f.path(), "the vocabulary (token_embd.weight ne[1])", c.vocab, kMaxVocab));
     return c;
 }

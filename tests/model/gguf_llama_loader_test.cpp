@@ -266,6 +266,12 @@ TEST(GgufLlama, BrokenOrUnsupportedFilesAreClearErrors) {
         s.tweak_meta = [](GgufWriter& w) { w.set_string("llama.block_count", "two"); };
         expect_error(s, "block_count");
     }
+    // fuzz_gguf_model: a token_embd.weight of shape [hidden, 0] loaded and divided by zero computing the info.
+    {
+        Spec s;
+        s.vocab = 0;
+        expect_error(s, "token_embd.weight has no rows (an empty vocabulary)");
+    }
     // Sizes beyond config_limits.h are refused before the loader multiplies or loops over them.
     {
         Spec s;
