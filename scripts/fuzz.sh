@@ -53,7 +53,8 @@ sources() {
       src/tokenizer/spm.cpp src/tokenizer/bpe.cpp src/tokenizer/special_split.cpp ;;
     tokenizer_json|tokenizer_encode) echo src/tokenizer/tokenizer.cpp src/tokenizer/bpe.cpp \
       src/tokenizer/pretokenize.cpp src/tokenizer/normalize.cpp src/tokenizer/added_tokens.cpp \
-      src/tokenizer/spm.cpp src/tokenizer/utf8.cpp src/tokenizer/stream_decoder.cpp ;;
+      src/tokenizer/utf8.cpp src/tokenizer/stream_decoder.cpp
+      if [ "$1" = tokenizer_encode ]; then echo src/tokenizer/spm.cpp; fi ;;  # SentencePiece: GGUF vocabularies only
     jinja|chat_messages) ls src/template/*.cpp | grep -v _test ;;
   esac
 }
