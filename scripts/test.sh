@@ -27,6 +27,11 @@ for t in test_io test_tokenizer test_template test_grammar; do ./build-asan/$t -
 # ember serve end to end (tests/server, pytest): the openai client, hostile input, load, the web page in Chromium.
 bash scripts/test-server.sh
 
+# Every parser of untrusted input under libFuzzer (ASan + UBSan): a short run of each target from its committed
+# corpus (clang from Debian, build-fuzz/); any sanitizer report, crash, leak or slow input fails (scripts/fuzz.sh).
+bash scripts/fuzz.sh --build >/dev/null
+for t in $(bash scripts/fuzz.sh --list); do bash scripts/fuzz.sh "$t" "${EMBER_FUZZ_SECONDS:-25}"; done
+
 (cd build && ctest --output-on-failure -j"$(nproc)") | tee build/ctest.log
 # ctest's closing line ("100% tests passed, 0 tests failed out of N") also as a plain count:
 awk '/tests passed, .* tests failed out of/ {f=$4; n=$NF; print "ember-tests: " n-f " passed, " f " failed"}' build/ctest.log

@@ -140,6 +140,27 @@ TEST(GgufErrors, EachBrokenFieldIsNamed) {
     EXPECT_EQ((*empty_tensor)->tensors()[0].nbytes, 0u);
 }
 
+// Arrays of arrays cost ~100 bytes of memory per 12 bytes of file: their items are bounded over the whole file
+// (GgufValueParser::kMaxNestedItems), before any is allocated, so a hostile file cannot take 8× its size.
+TEST(GgufErrors, NestedArrayItemsAreBounded) {
+    const uint64_t limit = GgufValueParser::kMaxNestedItems;
+    Raw over;
+    over.key("k.nested", kArr).u32(kArr).u64(limit + 1);
+    over.b.resize(over.b.size() + 12 * (limit + 1), 0);  // room for every item: only the limit refuses it
+    auto f = GgufFile::from_bytes(gguf(0, 1, over), "nested.gguf");
+    ASSERT_FALSE(f.is_ok());
+    EXPECT_NE(f.message().find("'k.nested': arrays of arrays hold more than 1048576 items in all"), std::string::npos)
+        << f.message();
+    Raw two;  // the bound is over the file: two arrays of limit/2 + 1 items each exceed it too
+    for (const char* k : {"k.a", "k.b"}) {
+        two.key(k, kArr).u32(kArr).u64(limit / 2 + 1);
+        for (uint64_t i = 0; i < limit / 2 + 1; ++i) two.u32(kU8).u64(0);
+    }
+    auto g = GgufFile::from_bytes(gguf(0, 2, two), "nested2.gguf");
+    ASSERT_FALSE(g.is_ok());
+    EXPECT_NE(g.message().find("'k.b': arrays of arrays hold more than"), std::string::npos) << g.message();
+}
+
 TEST(GgufErrors, OpenNamesThePath) {
     TempDir d;
     std::string p = (d.path() / "broken.gguf").string();

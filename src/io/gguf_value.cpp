@@ -271,6 +271,9 @@ std::string GgufValueParser::parse_array(size_t* pos, GgufValue* out, int depth)
         return "";
     }
     if (elem == GgufValueType::ARRAY) {
+        if (out->count_ > kMaxNestedItems - nested_items_)
+            return strfmt("arrays of arrays hold more than %zu items in all (ember's limit)", kMaxNestedItems);
+        nested_items_ += out->count_;
         out->arrays_.reserve(std::min<size_t>(out->count_, kMaxReserve));
         for (size_t i = 0; i < out->count_; ++i) {
             GgufValue item;

@@ -69,11 +69,15 @@ public:
     // Returns "" on success, else an error description.
     std::string parse(GgufValueType type, size_t* pos, GgufValue* out, int depth = 0) const;
     static constexpr int kMaxDepth = 8;
+    // Items of arrays of arrays, over everything one parser reads: each costs a GgufValue (~100 bytes) for 12
+    // bytes of file, so without a bound a hostile file would take 8× its size in memory. Real files have none.
+    static constexpr size_t kMaxNestedItems = size_t{1} << 20;
 
 private:
     std::string parse_array(size_t* pos, GgufValue* out, int depth) const;
     const uint8_t* base_;
     size_t size_;
+    mutable size_t nested_items_ = 0;
 };
 
 }  // namespace ember

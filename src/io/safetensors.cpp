@@ -7,6 +7,8 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
+#include "io/json_file.h"
+
 namespace ember {
 
 namespace fs = std::filesystem;
@@ -20,7 +22,8 @@ std::string TensorInfo::shape_str() const {
 
 namespace {
 
-constexpr uint64_t kMaxHeader = 256ull << 20;  // a header beyond 256 MiB is certainly corrupt
+// The safetensors library's own MAX_HEADER_SIZE: a JSON header takes several times its size as a DOM.
+constexpr uint64_t kMaxHeader = 100'000'000;
 
 Status parse_entry(const std::string& path, const std::string& name, const json& e, const uint8_t* base,
                    uint64_t data_size, TensorInfo* out) {
@@ -68,19 +71,32 @@ Status parse_entry(const std::string& path, const std::string& name, const json&
 Expected<SafetensorsFile> SafetensorsFile::open(const std::string& path) {
     EMBER_ASSIGN(auto mf, MappedFile::open(path));
     SafetensorsFile f;
-    f.file_ = mf;
-    const uint8_t* p = mf->data();
-    uint64_t size = mf->size();
+    f.owner_ = mf;
+    f.path_ = path;
+    return parse(std::move(f), mf->data(), mf->size());
+}
+
+Expected<SafetensorsFile> SafetensorsFile::from_bytes(std::vector<uint8_t> bytes, const std::string& name) {
+    auto owned = std::make_shared<const std::vector<uint8_t>>(std::move(bytes));
+    SafetensorsFile f;
+    f.owner_ = owned;
+    f.path_ = name;
+    return parse(std::move(f), owned->data(), owned->size());
+}
+
+Expected<SafetensorsFile> SafetensorsFile::parse(SafetensorsFile f, const uint8_t* p, uint64_t size) {
+    const std::string& path = f.path_;
     EMBER_REQUIRE(size >= 8, "%s: file too small for a safetensors header (%llu bytes)", path.c_str(),
                   (unsigned long long)size);
     uint64_t n = 0;
     for (int i = 7; i >= 0; --i) n = (n << 8) | p[i];
-    EMBER_REQUIRE(n <= kMaxHeader, "%s: header length %llu is implausible (corrupt file?)", path.c_str(),
-                  (unsigned long long)n);
+    EMBER_REQUIRE(n <= kMaxHeader, "%s: header length %llu is beyond the limit of %llu bytes (corrupt file?)",
+                  path.c_str(), (unsigned long long)n, (unsigned long long)kMaxHeader);
     EMBER_REQUIRE(n <= size - 8, "%s: header length %llu exceeds the file size %llu (truncated?)", path.c_str(),
                   (unsigned long long)n, (unsigned long long)size);
-    json h = json::parse(p + 8, p + 8 + n, nullptr, /*allow_exceptions=*/false);
-    EMBER_REQUIRE(!h.is_discarded(), "%s: header is not valid JSON", path.c_str());
+    auto parsed = parse_json_text(std::string_view(reinterpret_cast<const char*>(p + 8), n), path);
+    if (!parsed) return errorf("%s (the header)", parsed.message().c_str());
+    const json& h = *parsed;
     EMBER_REQUIRE(h.is_object(), "%s: header is not a JSON object", path.c_str());
     const uint8_t* base = p + 8 + n;
     uint64_t data_size = size - 8 - n;

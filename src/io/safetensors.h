@@ -32,12 +32,16 @@ struct TensorInfo {
 class SafetensorsFile {
 public:
     static Expected<SafetensorsFile> open(const std::string& path);
+    // The same from bytes held in memory (tests, fuzzing); `name` stands for the path in messages.
+    static Expected<SafetensorsFile> from_bytes(std::vector<uint8_t> bytes, const std::string& name);
     const std::map<std::string, TensorInfo>& tensors() const { return tensors_; }
     const std::map<std::string, std::string>& metadata() const { return metadata_; }
-    const std::string& path() const { return file_->path(); }
+    const std::string& path() const { return path_; }
 
 private:
-    std::shared_ptr<MappedFile> file_;
+    static Expected<SafetensorsFile> parse(SafetensorsFile f, const uint8_t* p, uint64_t size);
+    std::shared_ptr<const void> owner_;  // the MappedFile or the byte vector the tensors point into
+    std::string path_;
     std::map<std::string, TensorInfo> tensors_;
     std::map<std::string, std::string> metadata_;
 };

@@ -60,7 +60,9 @@ TEST(Safetensors, BrokenFilesGiveClearErrors) {
         {"overlap",
          R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})",
          12, -1, "overlap"},
-        {"huge header", "{}", 0, int64_t{1} << 40, "implausible"},
+        {"huge header", "{}", 0, int64_t{1} << 40, "beyond the limit of 100000000 bytes"},
+        {"deep header", "{\"__metadata__\": " + std::string(10000, '[') + std::string(10000, ']') + "}", 0, -1,
+         "JSON nested deeper than 512 levels"},
     };
     for (const auto& c : cases) {
         TmpDir d;

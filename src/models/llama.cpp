@@ -3,6 +3,7 @@
 
 #include <cmath>
 
+#include "models/config_limits.h"
 #include "ops/linear/linear.h"
 #include "ops/norm/norm.h"
 
@@ -27,7 +28,12 @@ Expected<LlamaConfig> read_config(const GgufFile& f) {
     c.eps = static_cast<float>(eps);
     c.rope_theta = static_cast<float>(theta);
     const char* p = f.path().c_str();
-    EMBER_REQUIRE(c.n_layers > 0 && c.n_layers <= 1024 && c.hidden > 0 && c.ffn > 0 && c.n_heads > 0 && c.n_kv > 0,
+    EMBER_TRY(check_limit(f.path(), (a + "block_count").c_str(), c.n_layers, kMaxLayers));
+    EMBER_TRY(check_limit(f.path(), (a + "embedding_length").c_str(), c.hidden, kMaxWidth));
+    EMBER_TRY(check_limit(f.path(), (a + "feed_forward_length").c_str(), c.ffn, kMaxWidth));
+    EMBER_TRY(check_limit(f.path(), (a + "attention.head_count").c_str(), c.n_heads, kMaxHeads));
+    EMBER_TRY(check_limit(f.path(), (a + "attention.head_count_kv").c_str(), c.n_kv, kMaxHeads));
+    EMBER_REQUIRE(c.n_layers > 0 && c.hidden > 0 && c.ffn > 0 && c.n_heads > 0 && c.n_kv > 0,
                   "%s: bad %s dimensions (block_count %lld, embedding_length %lld, feed_forward_length %lld, heads "
                   "%lld/%lld)", p, c.arch.c_str(), (long long)c.n_layers, (long long)c.hidden, (long long)c.ffn,
                   (long long)c.n_heads, (long long)c.n_kv);
@@ -37,6 +43,7 @@ Expected<LlamaConfig> read_config(const GgufFile& f) {
     EMBER_ASSIGN(int64_t vdim, f.get_int_or(a + "attention.value_length", c.head_dim));
     EMBER_REQUIRE(vdim == c.head_dim, "%s: key_length %lld != value_length %lld is not supported", p,
                   (long long)c.head_dim, (long long)vdim);
+    EMBER_TRY(check_limit(f.path(), (a + "attention.key_length").c_str(), c.head_dim, kMaxHeadDim));
     EMBER_ASSIGN(c.rot_dim, f.get_int_or(a + "rope.dimension_count", c.head_dim));
     EMBER_REQUIRE(c.head_dim > 0 && c.rot_dim > 0 && c.rot_dim % 2 == 0 && c.rot_dim <= c.head_dim,
                   "%s: rope.dimension_count %lld with head dim %lld", p, (long long)c.rot_dim, (long long)c.head_dim);
@@ -64,6 +71,9 @@ Expected<LlamaConfig> read_config(const GgufFile& f) {
     const GgufTensor* emb = f.tensor("token_embd.weight");
     EMBER_REQUIRE(emb && emb->ne.size() == 2, "%s: missing or non-2-D tensor 'token_embd.weight'", p);
     c.vocab = emb->ne[1];
+    // An empty one (ne[1] = 0, a tensor of no bytes) divided by zero in the info below (found by fuzz_gguf_model).
+    EMBER_REQUIRE(c.vocab > 0, "%s: token_embd.weight has no rows (an empty vocabulary)", p);
+    EMBER_TRY(check_limit(f.path(), "the vocabulary (token_embd.weight ne[1])", c.vocab, kMaxVocab));
     return c;
 }
 

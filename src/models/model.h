@@ -13,6 +13,7 @@ namespace ember {
 
 // Fills a token mask (ops/sampling/token_mask.h layout) for the next selection (structured output).
 using TokenMaskFn = std::function<void(uint32_t* words)>;
+class GgufFile;  // io/gguf.h
 
 // Per-sequence state (KV cache, recurrent state, position). Owned by a Session.
 struct ModelState {
@@ -80,6 +81,8 @@ struct LoadOptions {
 // Loads a model from a directory (config.json + *.safetensors) or a .gguf file — the registry picks the
 // architecture.
 Expected<std::unique_ptr<CausalLM>> load_model(const std::string& path, const LoadOptions& opt = {});
+// The GGUF half of load_model, from a file already opened (GgufFile::open or GgufFile::from_bytes).
+Expected<std::unique_ptr<CausalLM>> load_gguf_model(std::shared_ptr<const GgufFile> f, const LoadOptions& opt = {});
 // Random weights of a real configuration ("qwen3.5-2b", ...), 4-bit affine g64, for benchmarks.
 Expected<std::unique_ptr<CausalLM>> make_synthetic_model(const std::string& name, uint64_t seed = 1);
 

@@ -1,6 +1,11 @@
 // Qwen35Config parsing (HF config.json, flat or nested) and the named presets of qwen35.md §1.3.
 #include "models/qwen35_config.h"
 
+#include <cfloat>
+#include <cmath>
+
+#include "models/config_limits.h"
+
 namespace ember {
 
 using json = nlohmann::json;
@@ -30,32 +35,49 @@ Status get_int(const json& o, const char* key, int64_t* out, const std::string& 
 Status get_float(const json& o, const char* key, float* out, const std::string& where) {
     if (!o.contains(key) || o[key].is_null()) return Status::ok();
     if (!o[key].is_number()) return errorf("%s: '%s' must be a number", where.c_str(), key);
-    *out = o[key].get<float>();
+    const double v = o[key].get<double>();  // a double beyond float's range would make the float conversion UB
+    if (!(std::fabs(v) <= FLT_MAX)) return errorf("%s: '%s' = %g is not a finite float", where.c_str(), key, v);
+    *out = static_cast<float>(v);
+    return Status::ok();
+}
+
+// A string field; absent or null → *out unchanged; any other type → error (nlohmann's value() would throw).
+Status get_string(const json& o, const char* key, std::string* out, const std::string& where) {
+    if (!o.is_object() || !o.contains(key) || o[key].is_null()) return Status::ok();
+    if (!o[key].is_string()) return errorf("%s: '%s' must be a string", where.c_str(), key);
+    *out = o[key].get<std::string>();
+    return Status::ok();
+}
+
+// quantization.bits / group_size (or a module override's): absent → def; an integer that fits int, else error.
+Status quant_int(const json& o, const char* key, int def, int* out, const std::string& where, const std::string& at) {
+    *out = def;
+    if (!o.contains(key)) return Status::ok();
+    const json& v = o[key];
+    if (!v.is_number_integer() || v.get<int64_t>() < INT32_MIN || v.get<int64_t>() > INT32_MAX)
+        return errorf("%s: %s.%s must be an integer", where.c_str(), at.c_str(), key);
+    *out = static_cast<int>(v.get<int64_t>());
     return Status::ok();
 }
 
 Status parse_quant(const json& q, QuantConfig* out, const std::string& where) {
     if (!q.is_object()) return errorf("%s: 'quantization' must be an object", where.c_str());
     out->present = true;
-    for (auto it = q.begin(); it != q.end(); ++it) {
-        const std::string& k = it.key();
-        const json& v = it.value();
-        if (k == "bits" || k == "group_size") {
-            if (!v.is_number_integer()) return errorf("%s: quantization.%s must be an integer", where.c_str(), k.c_str());
-            (k == "bits" ? out->bits : out->group_size) = v.get<int>();
-        } else if (k == "mode") {
-            if (!v.is_string()) return errorf("%s: quantization.mode must be a string", where.c_str());
-            out->mode = v.get<std::string>();
-        } else if (v.is_object()) {  // per-module override, as mlx-lm writes it
-            int b = v.value("bits", out->bits), g = v.value("group_size", out->group_size);
-            out->overrides[k] = {b, g};
-        }
-        // bool values (module explicitly not quantized) need no entry: ".scales" decides.
+    EMBER_TRY(quant_int(q, "bits", out->bits, &out->bits, where, "quantization"));
+    EMBER_TRY(quant_int(q, "group_size", out->group_size, &out->group_size, where, "quantization"));
+    if (q.contains("mode")) {
+        if (!q["mode"].is_string()) return errorf("%s: quantization.mode must be a string", where.c_str());
+        out->mode = q["mode"].get<std::string>();
     }
-    // Overrides written before "bits"/"group_size" in the file would have taken stale defaults; re-read them.
-    for (auto& [k, bg] : out->overrides) {
-        const json& v = q[k];
-        bg = {v.value("bits", out->bits), v.value("group_size", out->group_size)};
+    // Per-module overrides, as mlx-lm writes them (bool values — a module explicitly not quantized — need no
+    // entry: ".scales" decides). Read after bits/group_size, whose values they default to.
+    for (auto it = q.begin(); it != q.end(); ++it) {
+        if (!it.value().is_object()) continue;
+        const std::string at = "quantization." + it.key();
+        int b = 0, g = 0;
+        EMBER_TRY(quant_int(it.value(), "bits", out->bits, &b, where, at));
+        EMBER_TRY(quant_int(it.value(), "group_size", out->group_size, &g, where, at));
+        out->overrides[it.key()] = {b, g};
     }
     if (out->mode != "affine")
         return errorf("%s: quantization mode '%s' is not supported (only 'affine')", where.c_str(), out->mode.c_str());
@@ -72,7 +94,8 @@ Expected<Qwen35Config> Qwen35Config::from_json(const json& j, const std::string&
     c.hidden_size = 4096; c.intermediate_size = 12288; c.num_hidden_layers = 32;
     c.num_attention_heads = 16; c.num_key_value_heads = 4;
     c.linear_num_key_heads = 16; c.linear_num_value_heads = 32; c.max_position_embeddings = 32768;
-    c.model_type = t.value("model_type", j.value("model_type", std::string()));
+    EMBER_TRY(get_string(j, "model_type", &c.model_type, where));
+    EMBER_TRY(get_string(t, "model_type", &c.model_type, where));
     if (j.contains("architectures") && j["architectures"].is_array() && !j["architectures"].empty() &&
         j["architectures"][0].is_string())
         c.architecture = j["architectures"][0].get<std::string>();
@@ -98,7 +121,9 @@ Expected<Qwen35Config> Qwen35Config::from_json(const json& j, const std::string&
         if (t.contains(key) && t[key].is_object()) {
             EMBER_TRY(get_float(t[key], "rope_theta", &c.rope_theta, where));
             EMBER_TRY(get_float(t[key], "partial_rotary_factor", &c.partial_rotary_factor, where));
-            std::string type = t[key].value("rope_type", t[key].value("type", std::string("default")));
+            std::string type = "default";
+            EMBER_TRY(get_string(t[key], "type", &type, where));
+            EMBER_TRY(get_string(t[key], "rope_type", &type, where));
             if (type != "default" && type != "mrope")
                 return errorf("%s: %s.rope_type '%s' is not supported", where.c_str(), key, type.c_str());
         }
@@ -117,6 +142,7 @@ Expected<Qwen35Config> Qwen35Config::from_json(const json& j, const std::string&
             else return errorf("%s: unknown layer type '%s' in layer_types", where.c_str(), s.dump().c_str());
         }
     } else {
+        EMBER_TRY(check_limit(where, "num_hidden_layers", c.num_hidden_layers, kMaxLayers));
         int64_t interval = 4;
         EMBER_TRY(get_int(t, "full_attention_interval", &interval, where));
         if (interval < 1) return errorf("%s: full_attention_interval must be ≥ 1", where.c_str());
@@ -126,8 +152,9 @@ Expected<Qwen35Config> Qwen35Config::from_json(const json& j, const std::string&
     for (const json* q : {&j, &t}) {
         for (const char* key : {"quantization", "quantization_config"}) {
             if (q->contains(key) && !c.quant.present) {
-                if ((*q)[key].is_object() && (*q)[key].value("quant_method", std::string()) != "" &&
-                    !(*q)[key].contains("bits"))
+                std::string method;
+                EMBER_TRY(get_string((*q)[key], "quant_method", &method, where));
+                if (!method.empty() && !(*q)[key].contains("bits"))
                     return errorf("%s: %s.quant_method '%s' is not supported", where.c_str(), key,
                                   (*q)[key]["quant_method"].dump().c_str());
                 EMBER_TRY(parse_quant((*q)[key], &c.quant, where));
@@ -138,8 +165,27 @@ Expected<Qwen35Config> Qwen35Config::from_json(const json& j, const std::string&
     return c;
 }
 
+Status Qwen35Config::check_limits(const std::string& where) const {
+    const struct { const char* name; int64_t v, max; } fields[] = {
+        {"num_hidden_layers", num_hidden_layers, kMaxLayers}, {"mtp_num_hidden_layers", mtp_num_hidden_layers, kMaxLayers},
+        {"hidden_size", hidden_size, kMaxWidth}, {"intermediate_size", intermediate_size, kMaxWidth},
+        {"vocab_size", vocab_size, kMaxVocab}, {"num_attention_heads", num_attention_heads, kMaxHeads},
+        {"num_key_value_heads", num_key_value_heads, kMaxHeads}, {"head_dim", head_dim, kMaxHeadDim},
+        {"linear_num_key_heads", linear_num_key_heads, kMaxHeads},
+        {"linear_num_value_heads", linear_num_value_heads, kMaxHeads},
+        {"linear_key_head_dim", linear_key_head_dim, kMaxHeadDim},
+        {"linear_value_head_dim", linear_value_head_dim, kMaxHeadDim},
+        {"linear_conv_kernel_dim", linear_conv_kernel_dim, kMaxConvKernel},
+    };
+    for (const auto& f : fields) EMBER_TRY(check_limit(where, f.name, f.v, f.max));
+    EMBER_REQUIRE(partial_rotary_factor >= 0.f && partial_rotary_factor <= 1.f,
+                  "%s: partial_rotary_factor %g must be in [0, 1]", where.c_str(), double(partial_rotary_factor));
+    return Status::ok();
+}
+
 Status Qwen35Config::validate(const std::string& where) const {
     const char* w = where.c_str();
+    EMBER_TRY(check_limits(where));
     EMBER_REQUIRE(hidden_size > 0 && num_hidden_layers > 0 && vocab_size > 0 && intermediate_size > 0,
                   "%s: hidden_size, num_hidden_layers, vocab_size and intermediate_size must be positive", w);
     EMBER_REQUIRE(static_cast<int64_t>(layer_types.size()) == num_hidden_layers,
@@ -170,6 +216,11 @@ Status Qwen35Config::validate(const std::string& where) const {
                       quant.bits);
         EMBER_REQUIRE(quant.group_size == 32 || quant.group_size == 64 || quant.group_size == 128,
                       "%s: quantization group_size %d unsupported (32, 64 or 128)", w, quant.group_size);
+        for (const auto& [module, bg] : quant.overrides)
+            EMBER_REQUIRE(bg.first >= 2 && bg.first <= 8 && bg.first != 7 &&
+                              (bg.second == 32 || bg.second == 64 || bg.second == 128),
+                          "%s: quantization.%s: bits %d / group_size %d unsupported", w, module.c_str(), bg.first,
+                          bg.second);
     }
     return Status::ok();
 }

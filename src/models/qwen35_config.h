@@ -47,6 +47,9 @@ struct Qwen35Config {
     // The named real configs of qwen35.md §1.3: qwen3.5-0.8b, -2b, -4b, -9b, -27b.
     static Expected<Qwen35Config> preset(const std::string& name);
     Status validate(const std::string& where) const;
+    // The integer fields within config_limits.h (validate() checks this first; loaders call it before they
+    // build layer_types, which is num_hidden_layers long).
+    Status check_limits(const std::string& where) const;
 };
 
 }  // namespace ember

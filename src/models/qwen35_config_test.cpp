@@ -3,6 +3,9 @@
 
 #include <gtest/gtest.h>
 
+#include <tuple>
+#include <vector>
+
 namespace ember {
 namespace {
 
@@ -84,6 +87,47 @@ TEST(Qwen35Config, BadValuesAreErrors) {
         EXPECT_NE(r.message().find("cfg.json"), std::string::npos) << r.message();
     }
     EXPECT_FALSE(Qwen35Config::from_json(json::array(), "x").is_ok());
+}
+
+void expect_errors(const char* test, const std::vector<std::tuple<const char*, json, const char*>>& cases) {
+    for (const auto& [what, patch, expect] : cases) {
+        json j = text_cfg();
+        j.merge_patch(patch);
+        auto r = Qwen35Config::from_json(j, "cfg.json");
+        ASSERT_FALSE(r.is_ok()) << test << ": " << what;
+        EXPECT_NE(r.message().find(expect), std::string::npos) << test << ": " << what << ": " << r.message();
+    }
+}
+
+// fuzz_qwen35_config: {"model_type": {...}} threw nlohmann's type_error out of from_json (value() on a key of
+// another type). Every such field is an error naming it; integers that do not fit are errors, not wrapped.
+TEST(Qwen35Config, NonStringOrOutOfRangeFieldsAreErrorsNotExceptions) {
+    expect_errors("wrong types", {
+        {"model_type object", {{"model_type", {{"group_sihead", false}}}}, "'model_type' must be a string"},
+        {"rope_type number", {{"rope_parameters", {{"rope_type", 3}}}}, "'rope_type' must be a string"},
+        {"rope type bool", {{"rope_scaling", {{"type", true}}}}, "'type' must be a string"},
+        {"quant_method number", {{"quantization_config", {{"quant_method", 1}}}}, "'quant_method' must be a string"},
+        {"override bits string", {{"quantization", {{"bits", 4}, {"group_size", 64}, {"lm_head", {{"bits", "8"}}}}}},
+         "quantization.lm_head.bits must be an integer"},
+        {"bits beyond int", {{"quantization", {{"bits", int64_t{1} << 32 | 4}, {"group_size", 64}}}},
+         "quantization.bits must be an integer"},
+        {"override bits unsupported", {{"quantization", {{"bits", 4}, {"group_size", 64}, {"lm_head", {{"bits", 99}}}}}},
+         "quantization.lm_head: bits 99"},
+    });
+}
+
+// Sizes a hostile config.json could use to overflow the loaders' products or to make them loop / allocate
+// (num_hidden_layers drives the layer_types loop) are refused first, naming the field and the limit.
+TEST(Qwen35Config, HostileSizesAreRefusedBeforeUse) {
+    expect_errors("limits", {
+        {"layers", {{"num_hidden_layers", int64_t{1} << 40}}, "num_hidden_layers = 1099511627776 is beyond ember's limit of 1024"},
+        {"key head dim", {{"linear_key_head_dim", int64_t{1} << 40}}, "linear_key_head_dim = 1099511627776 is beyond"},
+        {"heads", {{"num_attention_heads", int64_t{1} << 33}, {"num_key_value_heads", 1}}, "num_attention_heads"},
+        {"vocab", {{"vocab_size", int64_t{1} << 30}}, "vocab_size = 1073741824 is beyond ember's limit of 16777216"},
+        {"mtp", {{"mtp_num_hidden_layers", 5000}}, "mtp_num_hidden_layers = 5000"},
+        {"eps beyond float", {{"rms_norm_eps", 1e300}}, "'rms_norm_eps' = 1e+300 is not a finite float"},
+        {"rotary factor", {{"rope_parameters", {{"partial_rotary_factor", 1e30}}}}, "partial_rotary_factor"},
+    });
 }
 
 TEST(Qwen35Config, Presets) {

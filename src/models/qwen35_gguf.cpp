@@ -6,6 +6,7 @@
 // conv v channels) is already consistently permuted in the file, so they are used as stored.
 #include <cmath>
 
+#include "models/config_limits.h"
 #include "models/gguf_weights.h"
 #include "models/qwen35.h"
 
@@ -22,6 +23,8 @@ Expected<std::unique_ptr<CausalLM>> Qwen35::load_gguf(std::shared_ptr<const Gguf
     const std::string a = "qwen35.";
     EMBER_ASSIGN(int64_t blocks, f->get_int(a + "block_count"));
     EMBER_ASSIGN(int64_t nextn, f->get_int_or(a + "nextn_predict_layers", 0));
+    EMBER_TRY(check_limit(f->path(), "qwen35.block_count", blocks, kMaxLayers));  // before blocks − nextn
+    EMBER_TRY(check_limit(f->path(), "qwen35.nextn_predict_layers", nextn, blocks));
     c.num_hidden_layers = blocks - nextn;
     c.mtp_num_hidden_layers = nextn;
     EMBER_ASSIGN(c.hidden_size, f->get_int(a + "embedding_length"));
@@ -51,6 +54,7 @@ Expected<std::unique_ptr<CausalLM>> Qwen35::load_gguf(std::shared_ptr<const Gguf
     EMBER_REQUIRE(emb && emb->ne.size() == 2, "%s: missing or non-2-D tensor 'token_embd.weight'", p);
     c.vocab_size = emb->ne[1];
     c.tie_word_embeddings = f->tensor("output.weight") == nullptr;
+    EMBER_TRY(c.check_limits(f->path()));  // before the num_hidden_layers-long loop below
     // Layer types: a layer is linear attention when it has the GDN tensors (cross-checked with the metadata array).
     c.layer_types.clear();
     for (int64_t l = 0; l < c.num_hidden_layers; ++l)

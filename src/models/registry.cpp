@@ -30,26 +30,27 @@ const GgufEntry kGgufRegistry[] = {
     {"qwen35", Qwen35::load_gguf},
 };
 
-Expected<std::unique_ptr<CausalLM>> load_gguf_model(const std::string& path, const LoadOptions& opt) {
-    EMBER_ASSIGN(std::unique_ptr<GgufFile> f, GgufFile::open(path));
+}  // namespace
+
+Expected<std::unique_ptr<CausalLM>> load_gguf_model(std::shared_ptr<const GgufFile> f, const LoadOptions& opt) {
     EMBER_ASSIGN(std::string arch, f->get_string("general.architecture"));
-    std::shared_ptr<const GgufFile> shared(std::move(f));
     for (const auto& e : kGgufRegistry)
-        if (arch == e.arch) return e.load(shared, opt);
+        if (arch == e.arch) return e.load(f, opt);
     std::string known;
     for (const auto& e : kGgufRegistry) known += std::string(known.empty() ? "" : ", ") + e.arch;
-    return errorf("%s: GGUF architecture '%s' is not supported (supported: %s)", path.c_str(), arch.c_str(),
+    return errorf("%s: GGUF architecture '%s' is not supported (supported: %s)", f->path().c_str(), arch.c_str(),
                   known.c_str());
 }
-
-}  // namespace
 
 Expected<std::unique_ptr<CausalLM>> load_model(const std::string& path, const LoadOptions& opt) {
     namespace fs = std::filesystem;
     std::error_code ec;
     if (!fs::exists(path, ec)) return errorf("%s: no such file or directory", path.c_str());
     if (!fs::is_directory(path, ec)) {
-        if (path.size() > 5 && path.substr(path.size() - 5) == ".gguf") return load_gguf_model(path, opt);
+        if (path.size() > 5 && path.substr(path.size() - 5) == ".gguf") {
+            EMBER_ASSIGN(std::unique_ptr<GgufFile> f, GgufFile::open(path));
+            return load_gguf_model(std::shared_ptr<const GgufFile>(std::move(f)), opt);
+        }
         return errorf("%s: expected a model directory (config.json + *.safetensors) or a .gguf file", path.c_str());
     }
     EMBER_REQUIRE(!opt.q8_activations, "%s: 8-bit activations (llama.cpp numerics) apply to GGUF files only",

@@ -118,8 +118,12 @@ Expected<Value> g_range(Renderer&, CallArgs& a) {
     long double n = step > 0 ? (static_cast<long double>(stop) - start + step - 1) / step
                              : (static_cast<long double>(start) - stop - step - 1) / -step;
     if (n > 100000) return errorf("Range too big. The sandbox blocks ranges larger than MAX_RANGE (100000).");
+    // start + k·step for k < n: `i += step` past the last item overflowed int64 (range(2**63 - 2, 2**63 - 1, 2)).
     ValueList out;
-    for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) out.push_back(Value::integer(i));
+    const int64_t count = n > 0 ? static_cast<int64_t>(n) : 0;
+    out.reserve(static_cast<size_t>(count));
+    for (int64_t k = 0; k < count; ++k)  // in uint64 (wraps, the sum is in range): k·step alone may not fit
+        out.push_back(Value::integer(static_cast<int64_t>(uint64_t(start) + uint64_t(k) * uint64_t(step))));
     return Value::list(std::move(out));
 }
 

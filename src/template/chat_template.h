@@ -34,8 +34,10 @@ namespace ember {
 
 struct ChatTemplateOptions {
     std::optional<std::tm> now;                   // the clock strftime_now() reads; default: local time
-    size_t max_output_bytes = size_t{64} << 20;  // output (and any string built) larger than this fails
-    int64_t max_steps = 1'000'000;               // loop iterations + macro calls + KiB of text built
+    // Real chat templates need ~10 steps per message (the 27 fixture templates: at most 49 steps) and a few KiB
+    // of output; these bounds allow 20k-message conversations and bound a hostile template's work (README).
+    size_t max_output_bytes = size_t{16} << 20;  // output (and any string built) larger than this fails
+    int64_t max_steps = 200'000;                 // loop iterations + macro calls + KiB / 8 items read or built
     int max_call_depth = 100;                    // nested macro calls (recursion)
 };
 

@@ -76,6 +76,35 @@ TEST(ChatTemplateErrors, RunawayTemplatesStop) {
         "nested deeper than");
 }
 
+// Work proportional to the size of values is charged to the step budget (review of the jinja fuzz runs: with
+// only loop iterations counted, 2000 iterations of `set r = range(100000)` took 37 s, a loop over a reversed
+// 100k list or over `"b" in s` for a 16 MiB s ran quadratically for free). With the default limits each of
+// these stops at the budget; constant-time filters on lists (messages|length once per message) stay free, so a
+// 5000-message conversation still renders.
+TEST(ChatTemplateErrors, WorkIsChargedByTheSizeOfValuesBuiltOrScanned) {
+    for (const char* t : {
+             "{% for i in range(2000) %}{% set r = range(100000) %}{% endfor %}",
+             "{% set l = range(100000)|list %}{% for i in range(100000) %}{% set x = l[::-1] %}{% endfor %}",
+             "{% set s = 'a' * 16000000 %}{% for i in range(100000) %}{% if 'b' in s %}{% endif %}{% endfor %}",
+             "{% set s = 'a' * 16000000 %}{% for i in range(100000) %}{{ s.count('b') }}{% endfor %}",
+             "{% set l = range(100000)|list %}{% for i in range(100000) %}{{ l|sum }}{% endfor %}",
+         })
+        expect_error_containing(render(t), "budget of 200000 steps");
+    ojson messages = ojson::array();
+    for (int i = 0; i < 5000; ++i) messages.push_back({{"role", i % 2 ? "assistant" : "user"}, {"content", "hi"}});
+    auto r = render("{% for m in messages %}{% if loop.index0 == messages|length - 1 %}{{ m.role }}{% endif %}"
+                    "{% endfor %}", {{"messages", messages}});
+    ASSERT_TRUE(r.is_ok()) << r.message();
+    EXPECT_EQ(r.value(), "assistant");
+    auto big = render("{{ ('xy' * 8000000)|length }}");  // built by doubling, not 8M appends
+    ASSERT_TRUE(big.is_ok()) << big.message();
+    EXPECT_EQ(big.value(), "16000000");
+    // range() items as start + k·step: the step past the last item no longer overflows int64.
+    auto top = render("{{ range(9223372036854775805, 9223372036854775807, 2)|list }}");
+    ASSERT_TRUE(top.is_ok()) << top.message();
+    EXPECT_EQ(top.value(), "[9223372036854775805]");
+}
+
 TEST(ChatTemplateErrors, DeepNestingIsAnErrorNotACrash) {
     const int n = 20000;
     const std::pair<const char*, const char*> nests[] = {{"(", ")"}, {"[", "]"}, {"not ", ""}, {"-", ""},

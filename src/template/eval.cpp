@@ -1,6 +1,9 @@
 // eval.cpp: statement execution and expression evaluation (see eval.h).
 #include "template/eval.h"
 
+#include <algorithm>
+#include <iterator>
+
 #include "template/builtins.h"
 #include "template/ops.h"
 #include "template/py_text.h"
@@ -91,11 +94,29 @@ Status Renderer::append(std::string& out, const std::string& s) {
     return Status::ok();
 }
 
+Status Renderer::charge(const Value& v) {
+    if (v.is_string()) return step(static_cast<int64_t>(v.as_string().size() >> 10));
+    if (v.is_sequence()) return step(static_cast<int64_t>(v.as_list().size() >> 3));
+    if (v.is_dict()) return step(static_cast<int64_t>(v.as_dict().size() >> 3));
+    return Status::ok();
+}
+
+Status Renderer::charge(const CallArgs& a) {
+    for (const Value& v : a.pos) EMBER_TRY(charge(v));
+    for (const auto& kv : a.kw) EMBER_TRY(charge(kv.second));
+    return Status::ok();
+}
+
+Status Renderer::charge_result(const Value& r) {
+    if (r.is_string()) EMBER_TRY(check_size(r.as_string().size()));
+    return charge(r);
+}
+
 Status Renderer::step(int64_t n) {
     steps_ += n;
     if (steps_ > limits_.max_steps)
-        return errorf("template exceeded its budget of %lld steps (loop iterations, macro calls, KiB of text built)",
-                      static_cast<long long>(limits_.max_steps));
+        return errorf("template exceeded its budget of %lld steps (loop iterations, macro calls, size of values "
+                      "built or scanned)", static_cast<long long>(limits_.max_steps));
     return Status::ok();
 }
 
@@ -298,8 +319,11 @@ Expected<Value> Renderer::call(const Value& fn, CallArgs& args) {
     if (fn.is_undefined()) return undefined_error(fn);
     if (!fn.is_callable()) return errorf("'%s' object is not callable", fn.type_name());
     const Callable& c = fn.as_callable();
-    if (c.macro) return call_macro(c, args);
-    return c.fn(*this, args);
+    EMBER_TRY(charge(args));
+    if (c.macro) return call_macro(c, args);  // its output is charged as it is built
+    EMBER_ASSIGN(Value r, c.fn(*this, args));
+    EMBER_TRY(charge_result(r));
+    return r;
 }
 
 Expected<Value> Renderer::call_macro(const Callable& c, CallArgs& args) {
@@ -343,12 +367,21 @@ Expected<Value> Renderer::call_macro(const Callable& c, CallArgs& args) {
 Expected<Value> Renderer::apply_filter(const std::string& name, const Value& v, CallArgs& args) {
     FilterFn f = find_filter(name);
     if (!f) return errorf("no filter named '%s'", name.c_str());
-    return f(*this, v, args);
+    // Filters that take constant time on a list are free: templates call `messages|length` once per message.
+    static const char* const kConstantTime[] = {"length", "count", "first", "last", "default", "d"};
+    bool constant = !v.is_string();
+    if (constant) constant = std::find(std::begin(kConstantTime), std::end(kConstantTime), name) != std::end(kConstantTime);
+    if (!constant) EMBER_TRY(charge(v));
+    EMBER_TRY(charge(args));
+    EMBER_ASSIGN(Value r, f(*this, v, args));
+    EMBER_TRY(charge_result(r));
+    return r;
 }
 
 Expected<bool> Renderer::apply_test(const std::string& name, const Value& v, CallArgs& args) {
     TestFn t = find_test(name);
     if (!t) return errorf("no test named '%s'", name.c_str());
+    if (name == "in") EMBER_TRY(charge(args));  // the other tests look at a type or compare scalars
     return t(*this, v, args);
 }
 
@@ -389,7 +422,9 @@ Expected<Value> Renderer::eval_inner(const Expr& e, const ScopePtr& scope) {
                     if (e.b->items[i]) {
                         EMBER_ASSIGN(parts[i], eval(*e.b->items[i], scope));
                     }
-                return slice(obj, parts[0], parts[1], parts[2]);
+                EMBER_ASSIGN(Value r, slice(obj, parts[0], parts[1], parts[2]));
+                EMBER_TRY(charge_result(r));  // a copy: messages[::-1] in a loop would be quadratic for free
+                return r;
             }
             EMBER_ASSIGN(Value key, eval(*e.b, scope));
             return get_item(obj, key);
@@ -424,7 +459,7 @@ Expected<Value> Renderer::eval_inner(const Expr& e, const ScopePtr& scope) {
         case ExprKind::BINOP: {
             EMBER_ASSIGN(Value a, eval(*e.a, scope));
             EMBER_ASSIGN(Value b, eval(*e.b, scope));
-            EMBER_ASSIGN(Value r, binary_op(e.name, a, b, limits_.max_output_bytes));
+            EMBER_ASSIGN(Value r, binary_op(e.name, a, b, limits_.max_output_bytes));  // result charged below
             if (r.is_string()) EMBER_TRY(produced(r.as_string().size()));
             if (r.is_sequence()) EMBER_TRY(produced(r.as_list().size() * sizeof(Value)));
             return r;
@@ -446,6 +481,8 @@ Expected<Value> Renderer::eval_inner(const Expr& e, const ScopePtr& scope) {
             EMBER_ASSIGN(Value left, eval(*e.a, scope));
             for (size_t i = 0; i < e.ops.size(); ++i) {
                 EMBER_ASSIGN(Value right, eval(*e.items[i], scope));
+                EMBER_TRY(charge(left));  // `in`, == on strings and lists scan them
+                EMBER_TRY(charge(right));
                 EMBER_ASSIGN(bool ok, compare(e.ops[i], left, right));
                 if (!ok) return Value::boolean(false);
                 left = std::move(right);

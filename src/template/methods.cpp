@@ -374,7 +374,10 @@ Method method_for(const Value& obj, const std::string& name) {
 Value bind_method(const Value& obj, const std::string& name) {
     Method m = method_for(obj, name);
     if (!m) return Value();
-    return Value::callable(Callable{name, [m, obj, name](Renderer& r, CallArgs& a) { return m(r, obj, name, a); }});
+    return Value::callable(Callable{name, [m, obj, name](Renderer& r, CallArgs& a) -> Expected<Value> {
+                                        EMBER_TRY(r.charge(obj));  // the receiver is scanned / copied
+                                        return m(r, obj, name, a);
+                                    }});
 }
 
 }  // namespace ember::jinja

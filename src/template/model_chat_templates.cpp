@@ -6,6 +6,8 @@
 #include <optional>
 #include <sstream>
 
+#include "io/json_file.h"
+
 namespace ember {
 
 namespace {
@@ -23,6 +25,8 @@ Expected<std::string> read_text(const fs::path& p) {
 
 Expected<ojson> read_json(const fs::path& p) {
     EMBER_ASSIGN(std::string text, read_text(p));
+    if (json_nesting_depth(text) > kMaxJsonDepth)
+        return errorf("%s: JSON nested deeper than %zu levels (ember's limit)", p.string().c_str(), kMaxJsonDepth);
     ojson j = ojson::parse(text, nullptr, false);
     if (j.is_discarded()) return errorf("%s is not valid JSON", p.string().c_str());
     if (!j.is_object()) return errorf("%s: expected a JSON object", p.string().c_str());

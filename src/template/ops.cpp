@@ -1,6 +1,7 @@
 // ops.cpp: Python operators, comparisons, iteration and element access (see ops.h).
 #include "template/ops.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <cstdio>
@@ -22,9 +23,12 @@ Expected<Value> repeat(const Value& seq, int64_t n, size_t max_size) {
     if (seq.is_string()) {
         const std::string& s = seq.as_string();
         if (n > 0 && s.size() > max_size / static_cast<size_t>(n)) return errorf("string repetition too large");
+        // Doubling, not n appends: "x" * 16000000 was 16M one-byte appends.
+        const size_t total = s.size() * static_cast<size_t>(n);
         std::string out;
-        out.reserve(s.size() * n);
-        for (int64_t i = 0; i < n; ++i) out += s;
+        out.reserve(total);
+        if (total) out = s;
+        while (out.size() < total) out.append(out, 0, std::min(out.size(), total - out.size()));
         return Value::string(std::move(out), seq.is_markup());
     }
     const ValueList& items = seq.as_list();

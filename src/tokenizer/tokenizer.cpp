@@ -10,6 +10,7 @@
 #include <sstream>
 #include <unordered_map>
 
+#include "io/json_file.h"
 #include "tokenizer/byte_level.h"
 #include "tokenizer/tokenizer_impl.h"
 #include "tokenizer/utf8.h"
@@ -59,7 +60,7 @@ Expected<Tokenizer> Tokenizer::from_json(std::string_view tokenizer_json, std::s
     using nlohmann::json;
     auto impl = std::make_shared<Impl>();
     try {
-        json j = json::parse(tokenizer_json);
+        EMBER_ASSIGN(json j, parse_json_text(tokenizer_json, "tokenizer.json"));  // depth-limited, no exception
         EMBER_REQUIRE(j.is_object(), "tokenizer.json: top level is not an object");
         EMBER_REQUIRE(j.contains("model"), "tokenizer.json: missing \"model\"");
         EMBER_ASSIGN(impl->normalizer, Normalizer::from_json(j.value("normalizer", json())));
@@ -117,8 +118,9 @@ Expected<Tokenizer> Tokenizer::from_json(std::string_view tokenizer_json, std::s
         for (const char* s : kEosTokenNames)
             if (int32_t id = tok.token_id(s); id >= 0) impl->eos.push_back(id);
         if (!config_json.empty()) {
-            json cfg = json::parse(config_json, nullptr, /*allow_exceptions=*/false);
-            EMBER_REQUIRE(!cfg.is_discarded(), "tokenizer_config.json: invalid JSON");
+            auto cfg_parsed = parse_json_text(config_json, "tokenizer_config.json");
+            EMBER_REQUIRE(cfg_parsed.is_ok(), "tokenizer_config.json: invalid JSON (%s)", cfg_parsed.message().c_str());
+            const json& cfg = *cfg_parsed;
             std::string eos = config_eos(cfg);
             int32_t id = eos.empty() ? -1 : tok.token_id(eos);
             if (id >= 0 && std::find(impl->eos.begin(), impl->eos.end(), id) == impl->eos.end())

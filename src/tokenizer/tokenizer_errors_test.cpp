@@ -60,6 +60,19 @@ TEST(TokenizerErrors, TruncatedAndEmptyJson) {
     EXPECT_NE(c.message().find("tokenizer_config.json: invalid JSON"), std::string::npos) << c.message();
 }
 
+// A normalizer nested 100k levels deep would overflow the stack when from_json copies it (j.value(...)): the
+// depth limit of parse_json_text refuses the text first, naming the file and the limit.
+TEST(TokenizerErrors, DeeplyNestedJsonIsRefused) {
+    std::string deep = std::string(100000, '[') + std::string(100000, ']');
+    auto t = Tokenizer::from_json("{\"model\": {}, \"normalizer\": " + deep + "}");
+    ASSERT_FALSE(t.is_ok());
+    EXPECT_NE(t.message().find("tokenizer.json: JSON nested deeper than 512 levels"), std::string::npos) << t.message();
+    auto c = Tokenizer::from_json(read(kQwen), deep);
+    ASSERT_FALSE(c.is_ok());
+    EXPECT_NE(c.message().find("tokenizer_config.json: invalid JSON (tokenizer_config.json: JSON nested deeper"),
+              std::string::npos) << c.message();
+}
+
 TEST(TokenizerErrors, UnsupportedComponents) {
     using nlohmann::json;
     expect_error([](json& j) { j["model"]["type"] = "WordPiece"; }, "unsupported model type 'WordPiece'");

@@ -266,6 +266,28 @@ TEST(GgufLlama, BrokenOrUnsupportedFilesAreClearErrors) {
         s.tweak_meta = [](GgufWriter& w) { w.set_string("llama.block_count", "two"); };
         expect_error(s, "block_count");
     }
+    // fuzz_gguf_model: a token_embd.weight of shape [hidden, 0] loaded and divided by zero computing the info.
+    {
+        Spec s;
+        s.vocab = 0;
+        expect_error(s, "token_embd.weight has no rows (an empty vocabulary)");
+    }
+    // Sizes beyond config_limits.h are refused before the loader multiplies or loops over them.
+    {
+        Spec s;
+        s.tweak_meta = [](GgufWriter& w) { w.set_u64("llama.attention.key_length", uint64_t{1} << 40); };
+        expect_error(s, "llama.attention.key_length = 1099511627776 is beyond ember's limit of 16384");
+    }
+    {
+        Spec s;
+        s.tweak_meta = [](GgufWriter& w) { w.set_u64("llama.block_count", uint64_t{1} << 33); };
+        expect_error(s, "llama.block_count = 8589934592 is beyond ember's limit of 1024");
+    }
+    {
+        Spec s;
+        s.tweak_meta = [](GgufWriter& w) { w.set_u64("llama.attention.head_count", uint64_t{1} << 40); };
+        expect_error(s, "llama.attention.head_count = 1099511627776 is beyond ember's limit of 4096");
+    }
 }
 
 }  // namespace

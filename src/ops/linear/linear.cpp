@@ -3,6 +3,8 @@
 // GGML blocks: each block dequantized by quant/ggml_blocks.h, then an fp32 dot product per token).
 #include "ops/linear/linear.h"
 
+#include <cpuid.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
@@ -97,9 +99,15 @@ void permute_x(const float* x, int64_t n, int64_t K, int bits, float* xp) {
 
 }  // namespace
 
+// F16C: CPUID leaf 1, ECX bit 29 (clang 14's __builtin_cpu_supports does not know "f16c").
+static bool cpu_has_f16c() {
+    unsigned a, b, c, d;
+    return __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C);
+}
+
 Isa cpu_isa() {
     static const Isa isa = [] {
-        if (!(__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c")))
+        if (!(__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && cpu_has_f16c()))
             return Isa::Portable;
         if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
             __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq"))

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "ops/norm/norm.h"
+#include "ops/norm/silu.h"
 
 namespace ember {
 namespace {
@@ -122,6 +123,27 @@ TEST(Norm, L2normHandCase) {
     l2norm(x, y, 1, 2, 0.0f, 0.5f);
     EXPECT_NEAR(y[0], 0.3f, 2 * kEps32);
     EXPECT_NEAR(y[1], 0.4f, 2 * kEps32);
+}
+
+}  // namespace
+}  // namespace ember
+
+namespace ember {
+namespace {
+
+// fuzz_gguf_model found exp_vec(NaN) converting NaN to int (undefined behaviour; UBSan aborts): a NaN weight in
+// a GGUF file reached silu through the causal conv. NaN and ±inf must give NaN through plain bit arithmetic,
+// and the finite range must still be Cephes-accurate (≤ 2 ulp; beyond the clamp, the clamp's value).
+TEST(Norm, ExpVecOfNanIsNanWithoutUndefinedCast) {
+    const float inf = std::numeric_limits<float>::infinity();
+    for (float x : {kNaN, -kNaN, inf, -inf}) EXPECT_TRUE(std::isnan(exp_vec(x))) << x;
+    EXPECT_TRUE(std::isnan(silu_vec(kNaN)));
+    for (float x = -87.3f; x <= 88.f; x += 0.37f) {
+        const double want = std::exp(double(x));
+        EXPECT_LE(std::fabs(exp_vec(x) - want), 2.0 * kEps32 * want) << x;
+    }
+    EXPECT_EQ(exp_vec(-200.f), exp_vec(-87.33654f));
+    EXPECT_EQ(exp_vec(200.f), exp_vec(88.f));
 }
 
 }  // namespace

@@ -17,7 +17,8 @@ inline float exp_vec(float x) {
     x = x + relu_exact(-87.33654f - x);  // max(x, −87.33654): unchanged (exactly) when x ≥ −87.33654
     x = x - relu_exact(x - 88.0f);       // min(x, 88)
     const float magic = 12582912.0f;     // 1.5·2^23: (t + magic) − magic rounds t to the nearest integer
-    const float n = (x * 1.44269504088896341f + magic) - magic;  // ∈ [−126, 127]
+    const float t = x * 1.44269504088896341f + magic;  // magic + n, exactly (the ulp of magic is 1)
+    const float n = t - magic;                          // ∈ [−126, 127]
     float r = x - n * 0.693359375f;
     r = r - n * -2.12194440e-4f;
     float y = 1.9875691500e-4f;
@@ -27,7 +28,11 @@ inline float exp_vec(float x) {
     y = y * r + 1.6666665459e-1f;
     y = y * r + 5.0000001201e-1f;
     y = y * (r * r) + (r + 1.0f);
-    const int32_t bits = (static_cast<int32_t>(n) + 127) * (1 << 23);  // 2^n
+    // 2^n from t's bits (n = bits(t) − bits(magic)), not static_cast<int>(n): for NaN x that cast is undefined
+    // behaviour (found by fuzz_gguf_model); unsigned arithmetic wraps, and y is NaN then anyway.
+    uint32_t tb;
+    std::memcpy(&tb, &t, sizeof tb);
+    const uint32_t bits = (tb - 0x4B400000u + 127u) << 23;
     float scale;
     std::memcpy(&scale, &bits, sizeof scale);
     return y * scale;
