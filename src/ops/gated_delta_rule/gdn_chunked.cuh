@@ -60,11 +60,6 @@ struct Piece {
     int stop_after = 0;  // benchmark only: the prep kernel returns after its step 1, 2, 4 or 5 (0: runs through)
 };
 
-// Grid of the per-(chunk, value head) kernels (prep, out): x = chunk of the piece, y = value head.
-inline dim3 chunk_head_grid(const Piece& pc, const GdnShape& s) {
-    return dim3(static_cast<unsigned>(pc.nc), static_cast<unsigned>(s.nv));
-}
-
 __host__ __device__ inline int key_head_of(const GdnShape& s, int h) {
     const int r = static_cast<int>(s.nv / s.nk), nk = static_cast<int>(s.nk);
     return s.map == KeyHeadMap::GROUPED ? h / r : h % nk;

@@ -124,8 +124,8 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_out_kernel(const GdnDecodeArg
 
 void launch_out(const GdnDecodeArgs& a, const Piece& pc, cudaStream_t st) {
     with_padded_dims(a.shape, [&]<int DK, int DV>() {
-        constexpr size_t smem = out_smem_floats<DK, DV>() * sizeof(float);
-        launch_with_smem<gdn_out_kernel<DK, DV>>(chunk_head_grid(pc, a.shape), dim3(kThreads), smem, st, a, pc);
+        launch_with_smem<gdn_out_kernel<DK, DV>>(dim3(static_cast<unsigned>(pc.nc), static_cast<unsigned>(a.shape.nv)),
+                                                 dim3(kThreads), out_smem_floats<DK, DV>() * sizeof(float), st, a, pc);
     });
 }
 

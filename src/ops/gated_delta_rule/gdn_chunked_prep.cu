@@ -374,8 +374,8 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_prep_kernel(const GdnDecodeAr
 
 void launch_prep(const GdnDecodeArgs& a, const Piece& pc, cudaStream_t st) {
     with_padded_dims(a.shape, [&]<int DK, int DV>() {
-        constexpr size_t smem = prep_smem_floats<DK, DV>() * sizeof(float);
-        launch_with_smem<gdn_prep_kernel<DK, DV>>(chunk_head_grid(pc, a.shape), dim3(kThreads), smem, st, a, pc);
+        launch_with_smem<gdn_prep_kernel<DK, DV>>(dim3(static_cast<unsigned>(pc.nc), static_cast<unsigned>(a.shape.nv)),
+                                                  dim3(kThreads), prep_smem_floats<DK, DV>() * sizeof(float), st, a, pc);
     });
 }
 
