@@ -16,10 +16,14 @@ namespace {
 class MatcherConstraint : public TokenConstraint {
 public:
     explicit MatcherConstraint(std::shared_ptr<grammar::Grammar> g) : m_(std::move(g)) {}
-    // Out of tokens soon: follow the shortest completion (one byte per token at worst), so the text still ends.
+    // Out of tokens soon: write the shortest completion (longest tokens first; EOS last), so the text still ends.
     void fill_mask(uint32_t* words) override {
-        if (remaining_ >= 0 && remaining_ <= m_.completion_distance() + 1) m_.fill_closing_mask(words);
-        else m_.fill_mask(words);
+        if (remaining_ >= 0 && (closing_ || remaining_ <= m_.completion_tokens() + 1)) {
+            closing_ = true;
+            m_.fill_closing_mask(words);
+        } else {
+            m_.fill_mask(words);
+        }
     }
     void set_remaining(int64_t tokens) override { remaining_ = tokens; }
     Status accept(int32_t token) override { return m_.accept(token); }
@@ -28,6 +32,7 @@ public:
 private:
     grammar::Matcher m_;
     int64_t remaining_ = -1;
+    bool closing_ = false;
 };
 
 Expected<std::string> read_file(const std::string& path) {
