@@ -126,17 +126,28 @@ uint32_t longest_token(const Trie& T, const std::string& s, size_t from) {
 }
 }  // namespace
 
-int64_t Runtime::completion_tokens(const Config& c) {
-    if (c.complete) return 0;
+std::vector<int32_t> Runtime::completion_plan(const Config& c, bool* ok) {
+    std::vector<int32_t> plan;
+    *ok = true;
+    if (c.complete) return plan;
     const std::string s = shortest_completion(c);
     const Trie& T = t_->trie();
-    int64_t n = 0;
-    for (size_t i = 0; i < s.size(); ++n) {
+    for (size_t i = 0; i < s.size();) {
         const uint32_t node = longest_token(T, s, i);
-        if (!node) return INT64_MAX;
+        if (!node) {
+            *ok = false;
+            return plan;
+        }
+        plan.push_back(T.toks[T.tok_begin[node]]);
         i += T.depth[node];
     }
-    return n;
+    return plan;
+}
+
+int64_t Runtime::completion_tokens(const Config& c) {
+    bool ok;
+    const std::vector<int32_t> plan = completion_plan(c, &ok);
+    return ok ? int64_t(plan.size()) : INT64_MAX;
 }
 
 void Runtime::fill_closing_mask(const Config& c, uint32_t* words) {

@@ -372,11 +372,15 @@ Expected<int> string_expr(GrammarIR& g, const StringConstraints& c) {
     ByteDfa d;
     for (size_t i = 0; i < parts.size(); ++i) {
         EMBER_ASSIGN(ByteDfa x, dfa_from_expr(lex, parts[i]));
-        d = i == 0 ? std::move(x) : dfa_intersect(d, x);
+        if (i == 0) {
+            d = std::move(x);
+        } else {
+            EMBER_ASSIGN(d, dfa_intersect(d, x));
+        }
     }
     if (c.min_length > 0 || c.max_length >= 0) {
         EMBER_ASSIGN(ByteDfa len, length_dfa(c.min_length, c.max_length));
-        d = dfa_intersect(d, len);
+        EMBER_ASSIGN(d, dfa_intersect(d, len));
     }
     return g.seq({quote, dfa_expr(g, std::move(d)), quote});
 }
@@ -401,11 +405,15 @@ Expected<int> number_expr(GrammarIR& g, const NumberConstraints& c) {
     ByteDfa d;
     for (size_t i = 0; i < parts.size(); ++i) {
         EMBER_ASSIGN(ByteDfa x, dfa_from_expr(lex, parts[i]));
-        d = i == 0 ? std::move(x) : dfa_intersect(d, x);
+        if (i == 0) {
+            d = std::move(x);
+        } else {
+            EMBER_ASSIGN(d, dfa_intersect(d, x));
+        }
     }
     if (c.multiple_of) {
         EMBER_ASSIGN(ByteDfa m, multiple_dfa(*c.multiple_of, c.integer));
-        d = dfa_intersect(d, m);
+        EMBER_ASSIGN(d, dfa_intersect(d, m));
     }
     return dfa_expr(g, std::move(d));
 }

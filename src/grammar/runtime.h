@@ -72,6 +72,7 @@ public:
     int64_t completion_distance(const Config& c);
     std::string shortest_completion(const Config& c);
     int64_t completion_tokens(const Config& c);  // tokens to write it, longest tokens first (INT64_MAX: cannot)
+    std::vector<int32_t> completion_plan(const Config& c, bool* ok);  // those tokens
     void fill_closing_mask(const Config& c, uint32_t* words);
 
     struct Stats {
