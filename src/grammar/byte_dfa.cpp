@@ -10,6 +10,7 @@
 namespace ember::grammar {
 
 namespace {
+constexpr size_t kMaxProductStates = 200000;
 struct VecHash {
     size_t operator()(const std::vector<int32_t>& v) const {
         uint64_t h = 1469598103934665603ull;
@@ -131,7 +132,7 @@ ByteDfa dfa_minimize(const ByteDfa& a) {
     return d;
 }
 
-ByteDfa dfa_intersect(const ByteDfa& a, const ByteDfa& b) {
+Expected<ByteDfa> dfa_intersect(const ByteDfa& a, const ByteDfa& b) {
     if (a.n == 0 || b.n == 0) return ByteDfa{};
     // Joint byte classes: (class in a, class in b).
     uint8_t ca[256], cb[256];
@@ -152,6 +153,8 @@ ByteDfa dfa_intersect(const ByteDfa& a, const ByteDfa& b) {
     ByteDfa d;
     std::vector<int32_t> row(rep.size());
     for (size_t k = 0; k < pairs.size(); ++k) {
+        if (pairs.size() > kMaxProductStates)
+            return errorf("intersection of two automata beyond %zu states (patterns / lengths too complex)", kMaxProductStates);
         const auto [x, y] = pairs[k];
         d.accept.push_back(a.accept[size_t(x)] && b.accept[size_t(y)]);
         for (size_t r = 0; r < rep.size(); ++r) {

@@ -10,7 +10,7 @@ namespace ember::grammar {
 
 // The DFA of expression `expr` of `lex` (which must not reference rules), minimal.
 Expected<ByteDfa> dfa_from_expr(GrammarIR& lex, int expr);
-ByteDfa dfa_intersect(const ByteDfa& a, const ByteDfa& b);   // minimal
+Expected<ByteDfa> dfa_intersect(const ByteDfa& a, const ByteDfa& b);  // minimal; an error beyond the size limit
 ByteDfa dfa_complement(const ByteDfa& a);                    // all byte strings a rejects; minimal
 ByteDfa dfa_minimize(const ByteDfa& a);                      // trimmed (every state can accept) and minimal
 inline bool dfa_empty(const ByteDfa& a) { return a.n == 0; }  // (after minimize)

@@ -110,21 +110,55 @@ std::string Runtime::shortest_completion(const Config& c) {
     return out;
 }
 
+namespace {
+// The trie node of the longest token that is a prefix of s[from..] (0 = none).
+uint32_t longest_token(const Trie& T, const std::string& s, size_t from) {
+    uint32_t node = 0, best = 0;
+    for (size_t i = from; i < s.size(); ++i) {
+        uint32_t found = 0;
+        for (uint32_t j = node + 1; j < T.end[node]; j = T.end[j])
+            if (T.byte[j] == uint8_t(s[i])) { found = j; break; }
+        if (!found) break;
+        node = found;
+        if (T.tok_begin[node] < T.tok_begin[node + 1]) best = node;
+    }
+    return best;
+}
+}  // namespace
+
+std::vector<int32_t> Runtime::completion_plan(const Config& c, bool* ok) {
+    std::vector<int32_t> plan;
+    *ok = true;
+    if (c.complete) return plan;
+    const std::string s = shortest_completion(c);
+    const Trie& T = t_->trie();
+    for (size_t i = 0; i < s.size();) {
+        const uint32_t node = longest_token(T, s, i);
+        if (!node) {
+            *ok = false;
+            return plan;
+        }
+        plan.push_back(T.toks[T.tok_begin[node]]);
+        i += T.depth[node];
+    }
+    return plan;
+}
+
+int64_t Runtime::completion_tokens(const Config& c) {
+    bool ok;
+    const std::vector<int32_t> plan = completion_plan(c, &ok);
+    return ok ? int64_t(plan.size()) : INT64_MAX;
+}
+
 void Runtime::fill_closing_mask(const Config& c, uint32_t* words) {
     std::memset(words, 0, size_t(t_->mask_words()) * 4);
     if (c.complete)
         for (int32_t t : t_->eos()) words[size_t(t) >> 5] |= 1u << (t & 31);
     const std::string s = shortest_completion(c);
     const Trie& T = t_->trie();
-    uint32_t node = 0;
-    for (unsigned char b : s) {  // tokens along the completion's path in the trie
-        uint32_t j = node + 1, found = 0;
-        for (; j < T.end[node]; j = T.end[j])
-            if (T.byte[j] == b) { found = j; break; }
-        if (!found) break;
-        node = found;
+    const uint32_t node = longest_token(T, s, 0);  // the longest step along the shortest completion
+    if (node)
         for (uint32_t k = T.tok_begin[node]; k < T.tok_begin[node + 1]; ++k) words[size_t(T.toks[k]) >> 5] |= 1u << (T.toks[k] & 31);
-    }
 }
 
 }  // namespace ember::grammar

@@ -367,6 +367,8 @@ private:
         for (size_t k = 0; k < sets.size(); ++k) {
             if (int64_t(sets.size()) + dfa_total_ > lim_.max_dfa_states)
                 return errorf("grammar too large: more than %lld DFA states", (long long)lim_.max_dfa_states);
+            if (subset_work_ > lim_.max_subset_work)
+                return errorf("grammar too large: the subset construction exceeds %lld steps", (long long)lim_.max_subset_work);
             DState d;
             d.next.assign(size_t(n_classes_), -1);
             for (auto& v : by_class) v.clear();
@@ -379,6 +381,7 @@ private:
             }
             auto intern = [&](std::vector<int32_t> t) {
                 closure(t);
+                subset_work_ += int64_t(t.size());
                 auto it = ids.find(t);
                 if (it != ids.end()) return it->second;
                 const int32_t id = int32_t(sets.size());
@@ -643,7 +646,7 @@ private:
     std::vector<NState> nfa_;
     std::vector<uint32_t> mark_;
     uint32_t stamp_ = 0;
-    int64_t nfa_total_ = 0, dfa_total_ = 0;
+    int64_t nfa_total_ = 0, dfa_total_ = 0, subset_work_ = 0;
     std::vector<int> rule_dfa_;  // IR rule → index of its DFA (-1 = not called)
     std::vector<int> called_;    // DFA index → IR rule
     std::vector<std::vector<DState>> dfas_;

@@ -20,8 +20,9 @@
 namespace ember::grammar {
 
 struct CompileLimits {
-    int64_t max_nfa_states = 4'000'000;  // over all rules
-    int64_t max_dfa_states = 2'000'000;  // over all rules
+    int64_t max_nfa_states = 1'000'000;  // over all rules
+    int64_t max_dfa_states = 200'000;    // over all rules
+    int64_t max_subset_work = 30'000'000;  // Σ NFA states over all DFA states built (subset construction cost)
 };
 
 struct Call {

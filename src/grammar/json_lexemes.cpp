@@ -13,16 +13,28 @@ namespace {
 constexpr int64_t kMaxLength = 100000;  // minLength / maxLength beyond this are refused
 constexpr int kMaxDigits = 400;         // decimal digits of a bound or multipleOf
 
+// Formats as RFC 3339 / the common validators read them: years 0001-9999, days within their month (Feb 29 in
+// leap years only), times without leap seconds, "T" and "Z" upper case.
+#define EMBER_YEAR "(000[1-9]|00[1-9][0-9]|0[1-9][0-9]{2}|[1-9][0-9]{3})"
+#define EMBER_LEAP "([0-9]{2}(0[48]|[2468][048]|[13579][26])|(0[48]|[2468][048]|[13579][26])00)"
+#define EMBER_DATE                                                                                       \
+    "(" EMBER_YEAR "-((0[13578]|1[02])-(0[1-9]|[12][0-9]|3[01])|(0[469]|11)-(0[1-9]|[12][0-9]|30)|02-(0[1-9]|1[0-9]|2[0-8]))" \
+    "|" EMBER_LEAP "-02-29)"
+#define EMBER_TIME "([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\\.[0-9]+)?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])"
 const char* kFormats[][2] = {
-    {"date", R"([0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01]))"},
-    {"time", R"(([01][0-9]|2[0-3]):[0-5][0-9]:([0-5][0-9]|60)(\.[0-9]+)?([Zz]|[+-]([01][0-9]|2[0-3]):[0-5][0-9]))"},
-    {"date-time", R"([0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])[Tt ]([01][0-9]|2[0-3]):[0-5][0-9]:([0-5][0-9]|60)(\.[0-9]+)?([Zz]|[+-]([01][0-9]|2[0-3]):[0-5][0-9]))"},
-    {"email", R"([A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*@[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)*)"},
+    {"date", EMBER_DATE},
+    {"time", EMBER_TIME},
+    {"date-time", EMBER_DATE "T" EMBER_TIME},
+    {"email", R"([^\s@"]+@[^\s@"]+)"},
     {"uuid", R"([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})"},
     {"uri", R"([A-Za-z][A-Za-z0-9+.-]*:[A-Za-z0-9\-._~:/?#\[\]@!$&'()*+,;=%]*)"},
     {"ipv4", R"((25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])(\.(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])){3})"},
     {"hostname", R"([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*)"},
 };
+#undef EMBER_YEAR
+#undef EMBER_LEAP
+#undef EMBER_DATE
+#undef EMBER_TIME
 
 const char* format_regex(const std::string& f) {
     for (auto& e : kFormats)
@@ -372,11 +384,15 @@ Expected<int> string_expr(GrammarIR& g, const StringConstraints& c) {
     ByteDfa d;
     for (size_t i = 0; i < parts.size(); ++i) {
         EMBER_ASSIGN(ByteDfa x, dfa_from_expr(lex, parts[i]));
-        d = i == 0 ? std::move(x) : dfa_intersect(d, x);
+        if (i == 0) {
+            d = std::move(x);
+        } else {
+            EMBER_ASSIGN(d, dfa_intersect(d, x));
+        }
     }
     if (c.min_length > 0 || c.max_length >= 0) {
         EMBER_ASSIGN(ByteDfa len, length_dfa(c.min_length, c.max_length));
-        d = dfa_intersect(d, len);
+        EMBER_ASSIGN(d, dfa_intersect(d, len));
     }
     return g.seq({quote, dfa_expr(g, std::move(d)), quote});
 }
@@ -401,11 +417,15 @@ Expected<int> number_expr(GrammarIR& g, const NumberConstraints& c) {
     ByteDfa d;
     for (size_t i = 0; i < parts.size(); ++i) {
         EMBER_ASSIGN(ByteDfa x, dfa_from_expr(lex, parts[i]));
-        d = i == 0 ? std::move(x) : dfa_intersect(d, x);
+        if (i == 0) {
+            d = std::move(x);
+        } else {
+            EMBER_ASSIGN(d, dfa_intersect(d, x));
+        }
     }
     if (c.multiple_of) {
         EMBER_ASSIGN(ByteDfa m, multiple_dfa(*c.multiple_of, c.integer));
-        d = dfa_intersect(d, m);
+        EMBER_ASSIGN(d, dfa_intersect(d, m));
     }
     return dfa_expr(g, std::move(d));
 }

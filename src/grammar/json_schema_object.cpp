@@ -117,10 +117,10 @@ Expected<int> SchemaCompiler::object_expr(const ojson& s) {
     {
         std::vector<int> lits;
         for (const std::string& k : keys_enc) lits.push_back(lex.literal(k));
-        ByteDfa base = dfa_intersect(any_key, names);
+        EMBER_ASSIGN(ByteDfa base, dfa_intersect(any_key, names));
         if (!lits.empty()) {
             EMBER_ASSIGN(ByteDfa listed_d, dfa_from_expr(lex, lex.alt(lits)));
-            base = dfa_intersect(base, dfa_complement(listed_d));
+            EMBER_ASSIGN(base, dfa_intersect(base, dfa_complement(listed_d)));
         }
         std::vector<int> alts;
         const size_t P = patterns.size();
@@ -129,10 +129,10 @@ Expected<int> SchemaCompiler::object_expr(const ojson& s) {
             ojson all = ojson::array();
             for (size_t j = 0; j < P; ++j) {
                 if (mask >> j & 1) {
-                    region = dfa_intersect(region, pat_dfa[j]);
+                    EMBER_ASSIGN(region, dfa_intersect(region, pat_dfa[j]));
                     all.push_back(*patterns[j].second);
                 } else {
-                    region = dfa_intersect(region, dfa_complement(pat_dfa[j]));
+                    EMBER_ASSIGN(region, dfa_intersect(region, dfa_complement(pat_dfa[j])));
                 }
                 if (dfa_empty(region)) break;
             }

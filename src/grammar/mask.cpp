@@ -10,6 +10,12 @@ namespace ember::grammar {
 
 namespace {
 constexpr size_t kMaxCacheBytes = size_t(256) << 20;  // cached masks per grammar; cleared when exceeded
+// Bit count without a libgcc call (the library is built for baseline x86-64, without POPCNT).
+inline int bits32(uint32_t x) {
+    x = x - ((x >> 1) & 0x55555555u);
+    x = (x & 0x33333333u) + ((x >> 2) & 0x33333333u);
+    return int((((x + (x >> 4)) & 0x0F0F0F0Fu) * 0x01010101u) >> 24);
+}
 }
 
 void TokenSet::or_into(uint32_t* w) const {
@@ -22,7 +28,7 @@ void TokenSet::or_into(uint32_t* w) const {
 
 void TokenSet::store(const uint32_t* w, int64_t n_words) {
     int64_t bits = 0;
-    for (int64_t i = 0; i < n_words; ++i) bits += __builtin_popcount(w[i]);
+    for (int64_t i = 0; i < n_words; ++i) bits += bits32(w[i]);
     dense.clear();
     sparse.clear();
     if (bits >= n_words) {

@@ -64,6 +64,22 @@ int64_t Matcher::completion_distance() {
     return rt.completion_distance(states_.back());
 }
 
+int64_t Matcher::completion_tokens() {
+    if (ended_.back()) return 0;
+    Runtime& rt = g_->runtime();
+    std::lock_guard<std::mutex> lk(rt.mutex());
+    return rt.completion_tokens(states_.back());
+}
+
+std::vector<int32_t> Matcher::completion_plan() {
+    if (ended_.back()) return {};
+    Runtime& rt = g_->runtime();
+    std::lock_guard<std::mutex> lk(rt.mutex());
+    bool ok;
+    std::vector<int32_t> plan = rt.completion_plan(states_.back(), &ok);
+    return ok ? plan : std::vector<int32_t>();
+}
+
 void Matcher::fill_closing_mask(uint32_t* words) {
     if (ended_.back()) {
         std::memset(words, 0, size_t(mask_words()) * 4);

@@ -63,9 +63,12 @@ public:
     Status rollback(int64_t k);
     void reset();
     int64_t n_tokens() const { return int64_t(states_.size()) - 1; }
-    // Closing, for a generation about to run out of tokens: the bytes of the shortest completion, and the mask
-    // of tokens that follow it (each such token shortens it; EOS once complete).
+    // Closing, for a generation about to run out of tokens: the bytes of the shortest completion, the tokens
+    // needed to write it, and the mask of the longest token that starts it (EOS once complete).
     int64_t completion_distance();
+    int64_t completion_tokens();  // tokens the closing mask needs to end the text
+    // The tokens that write the shortest completion (longest first); empty when complete or impossible.
+    std::vector<int32_t> completion_plan();
     void fill_closing_mask(uint32_t* words);
     bool is_complete() const;    // the text so far is a complete string of the grammar (EOS allowed)
     bool is_terminated() const;  // EOS was accepted, or the text is complete and nothing may follow

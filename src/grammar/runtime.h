@@ -67,10 +67,12 @@ public:
     // words[ceil(V/32)] ← tokens allowed from c (EOS ids iff c.complete).
     void fill_mask(const Config& c, uint32_t* words);
     // ---- closing (closing.cpp): the shortest way to complete the text ----
-    // Bytes of the shortest completion from c (INT64_MAX: none); the completion itself; the tokens that are
-    // prefixes of it (EOS when c is complete): a mask under which every step shortens the way to the end.
+    // Bytes of the shortest completion from c (INT64_MAX: none); the completion itself; the mask of the longest
+    // token that starts it (EOS when c is complete): following it ends the text in completion_tokens() steps.
     int64_t completion_distance(const Config& c);
     std::string shortest_completion(const Config& c);
+    int64_t completion_tokens(const Config& c);  // tokens to write it, longest tokens first (INT64_MAX: cannot)
+    std::vector<int32_t> completion_plan(const Config& c, bool* ok);  // those tokens
     void fill_closing_mask(const Config& c, uint32_t* words);
 
     struct Stats {

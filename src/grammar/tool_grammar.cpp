@@ -17,7 +17,8 @@ Expected<int> text_without(GrammarIR& g, std::string_view tag) {
     EMBER_ASSIGN(ByteDfa text, dfa_from_expr(lex, lex.star(utf8_expr(lex, cp_any()))));
     const int any = lex.star(lex.bytes(ByteSet::all()));
     EMBER_ASSIGN(ByteDfa has, dfa_from_expr(lex, lex.seq({any, lex.literal(tag), any})));
-    return dfa_expr(g, dfa_intersect(text, dfa_complement(has)));
+    EMBER_ASSIGN(ByteDfa d, dfa_intersect(text, dfa_complement(has)));
+    return dfa_expr(g, std::move(d));
 }
 
 }  // namespace

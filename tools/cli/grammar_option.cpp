@@ -16,18 +16,37 @@ namespace {
 class MatcherConstraint : public TokenConstraint {
 public:
     explicit MatcherConstraint(std::shared_ptr<grammar::Grammar> g) : m_(std::move(g)) {}
-    // Out of tokens soon: follow the shortest completion (one byte per token at worst), so the text still ends.
+    // Out of tokens soon: write the shortest completion (its tokens, longest first, then EOS), so the text still
+    // ends. The plan is fixed when closing starts; kMargin leaves room for a last free token that lengthens it.
     void fill_mask(uint32_t* words) override {
-        if (remaining_ >= 0 && remaining_ <= m_.completion_distance() + 1) m_.fill_closing_mask(words);
-        else m_.fill_mask(words);
+        static constexpr int64_t kMargin = 8;
+        if (!closing_ && remaining_ >= 0 && remaining_ <= m_.completion_tokens() + kMargin) {
+            closing_ = true;
+            plan_ = m_.completion_plan();
+            next_ = 0;
+        }
+        if (!closing_) {
+            m_.fill_mask(words);
+        } else if (next_ < plan_.size()) {
+            for (int64_t i = 0; i < m_.mask_words(); ++i) words[i] = 0;
+            words[size_t(plan_[next_]) >> 5] |= 1u << (plan_[next_] & 31);
+        } else {
+            m_.fill_closing_mask(words);  // complete: end of sequence
+        }
+    }
+    Status accept(int32_t token) override {
+        if (closing_ && next_ < plan_.size()) ++next_;
+        return m_.accept(token);
     }
     void set_remaining(int64_t tokens) override { remaining_ = tokens; }
-    Status accept(int32_t token) override { return m_.accept(token); }
     bool done() const override { return m_.is_terminated(); }
 
 private:
     grammar::Matcher m_;
     int64_t remaining_ = -1;
+    bool closing_ = false;
+    std::vector<int32_t> plan_;
+    size_t next_ = 0;
 };
 
 Expected<std::string> read_file(const std::string& path) {
