@@ -349,6 +349,54 @@ def tokenizer_encode_seeds():
     return out
 
 
+def server_request_seeds():
+    """Request bodies of every endpoint `ember serve` parses, accepted ones and refused ones."""
+    bodies = {
+        "chat_stream.json": {"model": "m", "messages": [{"role": "system", "content": "You are terse."},
+                                                        {"role": "user", "content": "Hi"}],
+                             "max_tokens": 16, "temperature": 0, "stream": True,
+                             "stream_options": {"include_usage": True}, "stop": ["\n\n"], "logprobs": True,
+                             "top_logprobs": 2, "seed": 7},
+        "chat_parts.json": {"messages": [{"role": "user", "content": [{"type": "text", "text": "a"},
+                                                                      {"type": "text", "text": "b"}]},
+                                         {"role": "assistant", "content": "c"}, {"role": "user", "content": "d"}],
+                            "chat_template_kwargs": {"enable_thinking": False}, "top_p": 0.9, "top_k": 40,
+                            "min_p": 0.05, "presence_penalty": 0.5, "frequency_penalty": 0.1,
+                            "repetition_penalty": 1.1, "user": "u"},
+        "completion.json": {"prompt": "The capital of France is", "max_tokens": 8, "temperature": 0,
+                            "ignore_eos": True},
+        "completion_ids.json": {"prompt": [1, 2, 3, 4], "max_completion_tokens": 4,
+                                "return_tokens_as_token_ids": True},
+        "refused.json": {"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_object"},
+                         "tools": [], "n": 2},
+        "tokenize_chat.json": {"messages": [{"role": "user", "content": "x"}], "add_generation_prompt": True},
+        "detokenize.json": {"tokens": [1, 2, 3]},
+    }
+    return {k: json.dumps(v, separators=(",", ":")).encode() for k, v in bodies.items()}
+
+
+def grammar_seeds():
+    """First byte: bits 0-1 the kind (0 JSON Schema, 1 GBNF, 2 regex), the rest seeds the matcher walk."""
+    schemas = {
+        "schema_object.bin": {"type": "object", "properties": {"name": {"type": "string", "maxLength": 8},
+                                                               "age": {"type": "integer", "minimum": 0, "maximum": 150},
+                                                               "tags": {"type": "array", "items": {"enum": ["a", "b"]},
+                                                                        "maxItems": 3}},
+                              "required": ["name"], "additionalProperties": False},
+        "schema_recursive.bin": {"$defs": {"n": {"anyOf": [{"type": "null"}, {"type": "object", "properties":
+                                                                                {"next": {"$ref": "#/$defs/n"}}}]}},
+                                 "$ref": "#/$defs/n"},
+        "schema_datetime.bin": {"type": "string", "format": "date-time"},
+        "schema_number.bin": {"type": "number", "exclusiveMinimum": -1.5, "maximum": 99, "multipleOf": 0.5},
+    }
+    out = {k: bytes([4 * i]) + json.dumps(v).encode() for i, (k, v) in enumerate(schemas.items())}
+    out["gbnf_pairs.bin"] = b"\x01" + b'root ::= "{" ws pair ("," ws pair)* "}"\npair ::= [a-z]+ ":" ws [0-9]+\nws ::= [ \\t\\n]*'
+    out["gbnf_alt.bin"] = b"\x05" + b'root ::= ("yes" | "no") "." | [A-Z] [a-z]{1,5}'
+    out["regex_id.bin"] = b"\x02" + rb"[A-Z][a-z]+ \d{2,4}(-[0-9a-f]{4})?"
+    out["regex_alt.bin"] = b"\x06" + rb"(foo|bar)+baz?\."
+    return out
+
+
 def write(target, files):
     d = OUT / target
     d.mkdir(parents=True, exist_ok=True)
@@ -374,6 +422,8 @@ def main():
     write("tokenizer_encode", tokenizer_encode_seeds())
     write("jinja", jinja_seeds())
     write("chat_messages", chat_messages_seeds())
+    write("server_request", server_request_seeds())
+    write("grammar", grammar_seeds())
 
 
 if __name__ == "__main__":
