@@ -4,7 +4,8 @@
 # fixtures and against the CPU path, runs the benchmarks, and prints a short table last (full logs in OUT).
 # EMBER_PREBUILT=DIR: binaries built on the dev machine instead (scripts/gpu-pack.sh → .devbin/bins.tar.xz).
 # EMBER_STAGES (default "gemm tests compare gemmbench bench"): which stages run; "gemm" (the prefill GEMM's tests)
-# stops the run early when they fail. EMBER_MODELS: the `ember bench` models.
+# stops the run early when they fail; also "splitbench", "server", "grammar" (both need .devdata/smollm2.part*),
+# "profile". EMBER_MODELS: the `ember bench` models; EMBER_PP: its -p list (default 512).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${1:-${OUT:-/tmp/ember-gpu}}
@@ -22,7 +23,7 @@ if [ -n "${EMBER_PREBUILT:-}" ]; then
   mkdir -p build-gpu/bin
   if [ -f "$EMBER_PREBUILT/bins.tar.xz" ]; then
     (xz -dc "$EMBER_PREBUILT/bins.tar.xz" 2>/dev/null || python3 -c "import lzma,sys; sys.stdout.buffer.write(lzma.decompress(open(sys.argv[1],'rb').read()))" "$EMBER_PREBUILT/bins.tar.xz") | tar -C build-gpu -xf -
-    mv build-gpu/ember build-gpu/bin/
+    [ -f build-gpu/ember ] && mv build-gpu/ember build-gpu/bin/
   else
     cp "$EMBER_PREBUILT"/ember build-gpu/bin/ && cp "$EMBER_PREBUILT"/test_cuda "$EMBER_PREBUILT"/gemv_bench build-gpu/
   fi
@@ -63,6 +64,10 @@ fi
 if has gemmbench && [ -x build-gpu/gemm_bench ]; then
   timeout 200 build-gpu/gemm_bench ${EMBER_GEMM_BENCH_ARGS:---quick} > "$OUT/gemm_bench.md" 2>&1; row "gemm_bench" "rc=$? (gemm_bench.md)"
 fi
+if has splitbench && [ -x build-gpu/gemm_bench ]; then  # the split cuBLAS GEMM on K-quant tensors vs GEMV chunks
+  timeout 200 build-gpu/gemm_bench --split > "$OUT/gemm_split.md" 2>&1; row "gemm_bench --split" "rc=$? (gemm_split.md)"
+  cat "$OUT/gemm_split.md"
+fi
 if has bench && [ -x build-gpu/gemv_bench ] && [ -z "${EMBER_SKIP_KERNEL_BENCH:-}" ]; then
   timeout 150 build-gpu/gemv_bench --quick > "$OUT/gemv_bench.md" 2>&1; row "gemv_bench" "rc=$? (gemv_bench.md)"
 fi
@@ -77,12 +82,26 @@ if has bench && [ -z "${EMBER_SKIP_KERNEL_BENCH:-}" ]; then  # prefill attention
 fi
 if has bench; then
 models=${EMBER_MODELS:-qwen3.5-2b,qwen3.5-9b,qwen3.5-27b}
-timeout 400 $E bench --synthetic "$models" --device cuda -p 512 -n 128 -r 2 > "$OUT/bench.md" 2> "$OUT/bench.err"
+timeout 400 $E bench --synthetic "$models" --device cuda -p ${EMBER_PP:-512} -n 128 -r 2 > "$OUT/bench.md" 2> "$OUT/bench.err"
 row "ember bench ($models)" "rc=$? (bench.md)"
 # per-token trace of a few decode steps (kernels, GPU us, wall us)
 $E generate --synthetic qwen3.5-2b --device cuda --prompt-len 16 -n 6 --ignore-eos --trace > /dev/null 2> "$OUT/trace.txt"
 row "trace 2B (trace.txt)" "$(grep -c '^\[trace\]' "$OUT/trace.txt") steps; $(tail -1 "$OUT/trace.txt" | tr '|' '/')"
 cat "$OUT/bench.md"
+fi
+# 3b. the server under load (SmolLM2 from .devdata/smollm2.part*, see scripts/gpu-smollm2.sh) and structured output
+M=.devdata/SmolLM2-135M-Instruct.Q4_1.gguf
+if { has server || has grammar; } && [ ! -s "$M" ] && ls .devdata/smollm2.part* > /dev/null 2>&1; then
+  cat .devdata/smollm2.part* | xz -dc > "$M" 2> /dev/null || rm -f "$M"
+fi
+if has server && [ -s "$M" ]; then
+  timeout 300 python3 bench/server_load.py --ember "$E" -m "$M" --device cuda --clients 1,8,32,64 > "$OUT/server_load.md" 2>&1
+  row "server load (SmolLM2, cuda)" "rc=$? (server_load.md)"
+  cat "$OUT/server_load.md"
+fi
+if has grammar; then
+  timeout 300 bash scripts/gpu-grammar.sh "$OUT/grammar" > "$OUT/grammar.log" 2>&1; row "gpu-grammar" "rc=$? (grammar.log)"
+  tail -30 "$OUT/grammar.log"
 fi
 # 4. where a prefill's GPU time goes: Nsight Compute times every kernel of one 512-token synthetic 2B prefill
 if has profile; then

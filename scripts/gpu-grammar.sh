@@ -11,8 +11,10 @@ cd "$(dirname "$0")/.."
 OUT=${1:-${OUT:-/tmp/ember-gpu-grammar}}
 mkdir -p "$OUT"
 export PATH="$PATH:/usr/local/cuda/bin"
-cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DEMBER_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90a >/dev/null
-cmake --build build-gpu -j16 --target ember test_cuda grammar_decode_bench > "$OUT/build.log" 2>&1 || { tail -20 "$OUT/build.log"; exit 1; }
+if [ -z "${EMBER_PREBUILT:-}" ]; then  # (EMBER_PREBUILT: gpu-check.sh has unpacked the carried binaries)
+  cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DEMBER_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90a >/dev/null
+  cmake --build build-gpu -j16 --target ember test_cuda grammar_decode_bench > "$OUT/build.log" 2>&1 || { tail -20 "$OUT/build.log"; exit 1; }
+fi
 ./build-gpu/test_cuda --gtest_filter='TokenMaskCuda.*:SamplingCuda*' 2>&1 | tee "$OUT/test_cuda.txt" | tail -3
 E=build-gpu/bin/ember
 M=.devdata/SmolLM2-135M-Instruct.Q4_1.gguf

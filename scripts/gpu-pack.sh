@@ -5,9 +5,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bins=(bin/ember test_cuda gemv_bench gemm_bench)
+[ -x build-cuda/bin/grammar_decode_bench ] && bins+=(bin/grammar_decode_bench)
 rm -rf .devbin && mkdir -p .devbin/stage
-for b in "${bins[@]}"; do strip -o ".devbin/stage/$(basename "$b")" "build-cuda/$b"; done
-cp /lib/x86_64-linux-gnu/libpcre2-8.so.0 /lib/x86_64-linux-gnu/libutf8proc.so.2 /lib/x86_64-linux-gnu/libgomp.so.1 .devbin/
+for b in "${bins[@]}"; do mkdir -p ".devbin/stage/$(dirname "$b")"; strip -o ".devbin/stage/$b" "build-cuda/$b"; done
+# The shared libraries of ember the GPU image lacks (the server's cpp-httplib and what it links: OpenSSL, Brotli).
+for l in libpcre2-8.so.0 libutf8proc.so.2 libgomp.so.1 libcpp-httplib.so.0.11 libssl.so.3 libcrypto.so.3 \
+         libbrotlicommon.so.1 libbrotlidec.so.1 libbrotlienc.so.1; do
+  cp "/lib/x86_64-linux-gnu/$l" .devbin/
+done
 # One xz stream with a dictionary larger than a binary: the four share most bytes (the CUDA kernels), ≈ 9 MB in all.
 tar -C .devbin/stage -cf - . | xz -T1 --lzma2=preset=6,dict=128MiB > .devbin/bins.tar.xz
 rm -rf .devbin/stage

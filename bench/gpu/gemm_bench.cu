@@ -7,7 +7,7 @@
 // Method: random data (hashed bits, never zeros); per (shape, M, kernel) a CUDA graph of `per` launches rotating
 // through weight copies that together exceed 3× the L2, replayed (bench_timing.cuh), median per launch.
 // TFLOP/s = 2·M·N·K / time (the GEMM's useful work; the default precision issues two tensor products per code).
-// ratio = cuBLAS time / gemm_q time. Build: target gemm_bench (-DEMBER_CUDA=ON). Run: gemm_bench [--quick].
+// ratio = cuBLAS time / gemm_q time. Build: target gemm_bench (-DEMBER_CUDA=ON). Run: gemm_bench [--quick] [--split: only the split GEMM table].
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -23,6 +23,8 @@
 #include "bench_timing.cuh"
 #include "ops/linear/linear_cuda.h"
 #include "ops/linear/linear_gemm_q.h"
+#include "ops/linear/linear_gemm_split.h"
+#include "quant/ggml_type.h"
 
 using namespace ember;
 using namespace ember::bench;
@@ -90,13 +92,34 @@ Copies make_dense_bf16(int64_t rows, int64_t cols, int64_t min_bytes) {
     return c;
 }
 
+Copies make_ggml(GgmlType t, int64_t rows, int64_t cols, int64_t min_bytes) {
+    Copies c;
+    const GgmlTypeTraits tr = ggml_type_traits(t);
+    const int64_t blocks = rows * cols / tr.block_elems, bytes = blocks * tr.block_bytes;
+    const int f0 = t == GgmlType::Q6_K ? 208 : 0, f1 = (t == GgmlType::Q5_K || t == GgmlType::Q4_K) ? 2 : -1;
+    const int n = int(std::max<int64_t>(2, (min_bytes + bytes - 1) / bytes));
+    for (int i = 0; i < n; ++i) {
+        Weight w;
+        w.format = WeightFormat::GGML, w.ggml_type = t, w.rows = rows, w.cols = cols;
+        void* d = dmalloc(size_t(bytes));
+        fill_bytes<<<1024, 256>>>(static_cast<uint8_t*>(d), size_t(bytes), 51 + i);
+        fix_halves<<<1024, 256>>>(static_cast<uint8_t*>(d), size_t(blocks), int(tr.block_bytes), f0, f1, 61 + i);
+        w.data = d;
+        c.w.push_back(w);
+        c.bufs.push_back(d);
+    }
+    CUDA_CHECK(cudaDeviceSynchronize());
+    return c;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-    bool quick = false;
+    bool quick = false, split_only = false;
     int64_t one[5] = {0, 0, 0, -1, 0};  // --one ROWS COLS M [CONFIG SPLIT]: 20 eager calls (for a profiler), no table
     for (int i = 1; i < argc; ++i) {
         if (!std::strcmp(argv[i], "--quick")) quick = true;
+        if (!std::strcmp(argv[i], "--split")) split_only = true;
         if (!std::strcmp(argv[i], "--one"))
             for (int k = 0; k < 5 && i + 1 < argc && argv[i + 1][0] != '-'; ++k) one[k] = std::atoll(argv[++i]);
     }
@@ -133,6 +156,46 @@ int main(int argc, char** argv) {
     CUBLAS_CHECK(cublasSetStream(h, st));
     void* cublas_ws = dmalloc(size_t(32) << 20);
     CUBLAS_CHECK(cublasSetWorkspace(h, cublas_ws, size_t(32) << 20));
+
+    // The split cuBLAS GEMM (linear_gemm_split.h) on the K-quant tensors of Q4_K_M / Q5_K_M files, beside the exact
+    // GEMV chunks it replaces; TFLOP/s = 2MNK/t (the fp32-faithful mode issues three bf16 products).
+    std::printf("## split GEMM (GGML blocks: dequantized hi + lo panels, cuBLAS bf16) vs the GEMV chunks\n\n");
+    std::printf("| model | shape | type | N×K | M | fp32-faithful µs | TFLOP/s | bf16-mode µs | TFLOP/s | GEMV chunks µs | chunks/split |\n");
+    std::printf("|---|---|---|---|---|---|---|---|---|---|---|\n");
+    for (const Shape& s : {kShapes[0], kShapes[3], kShapes[6], kShapes[9]})
+        for (GgmlType t : {GgmlType::Q6_K, GgmlType::Q5_K}) {
+            Copies g = make_ggml(t, s.rows, s.cols, rot);
+            for (int64_t M : {int64_t(64), int64_t(512), int64_t(2048)}) {
+                const size_t need = ember::cuda::gemm_split_workspace_bytes(g.w[0], M);
+                if (need > ws_bytes) {
+                    if (ws) cudaFree(ws);
+                    ws = dmalloc(need), ws_bytes = need;
+                }
+                auto run_s = [&](GemmPrecision p) {
+                    return graph_seconds_per_launch(st, 10, [&](int i) {
+                        ember::cuda::gemm_split(g.w[size_t(i) % g.w.size()], x, M, y, st, ws, ws_bytes, p);
+                    });
+                };
+                const double t32 = run_s(GemmPrecision::FP32), t16 = run_s(GemmPrecision::BF16);
+                double tgv = 0;
+                if (M <= 512)
+                    tgv = graph_seconds_per_launch(st, 2, [&](int i) {
+                        const Weight& w = g.w[size_t(i) % g.w.size()];
+                        for (int64_t k = 0; k < M; k += 8)
+                            ember::cuda::linear_gemv(w, x + k * s.cols, std::min<int64_t>(8, M - k), y + k * s.rows, st);
+                    });
+                const double fl = 2.0 * double(M) * double(s.rows) * double(s.cols);
+                char gv[48] = "—";
+                if (tgv > 0) std::snprintf(gv, sizeof gv, "%.1f | %.2f", tgv * 1e6, tgv / t32);
+                else std::snprintf(gv, sizeof gv, "— | —");
+                std::printf("| %s | %s | %s | %lld×%lld | %lld | %.1f | %.1f | %.1f | %.1f | %s |\n", s.model, s.name,
+                            ggml_type_traits(t).name, (long long)s.rows, (long long)s.cols, (long long)M, t32 * 1e6,
+                            fl / t32 * 1e-12, t16 * 1e6, fl / t16 * 1e-12, gv);
+                std::fflush(stdout);
+            }
+        }
+    if (split_only) return 0;
+    std::printf("\n");
 
     std::printf("## GEMM scoreboard: gemm_q (MLX q4 g64 bf16) vs cuBLAS bf16 (dense bf16 weights), TFLOP/s = 2MNK/t\n\n");
     std::printf("| model | shape | N×K | M | plan | fp32-faithful µs | TFLOP/s | bf16-mode µs | TFLOP/s | cuBLAS bf16 µs | TFLOP/s | cuBLAS/fp32 | GEMV chunks µs |\n");

@@ -3,6 +3,7 @@
 //   decode floor = (bytes read per token: weights + recurrent state read and written + KV cache) / copy bw,
 //   copy bandwidth measured in the same run (GPU: D2D memcpy; CPU: a multi-threaded read of 1 GiB).
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -30,7 +31,7 @@ namespace {
 void usage() {
     std::printf(
         "usage: ember bench (-m MODEL[,MODEL...] | --synthetic NAME[,NAME...]) [options]\n"
-        "  -p N          prompt tokens for the prefill test (default 512; 0 = skip)\n"
+        "  -p N[,N...]   prompt tokens for the prefill tests, e.g. 512,2048,8192 (default 512; 0 = skip)\n"
         "  -n N          tokens for the decode test (default 128; 0 = skip)\n"
         "  -r N          repetitions (default 3), after one warm-up\n"
         "  --device D    auto (default), cpu or cuda\n"
@@ -124,16 +125,28 @@ int cmd_bench(int argc, char** argv) {
     if (a.flag({"--help", "-h"})) { usage(); return 0; }
     if (a.flag({"--kernels"})) return bench_kernels(!a.flag({"--full"}));
     std::string models = a.str({"-m", "--model"}), synth = a.str({"--synthetic"}), device = a.str({"--device"}, "auto");
-    long pp = a.integer({"-p", "--n-prompt"}, 512), tg = a.integer({"-n", "--n-gen"}, 128);
+    const std::string pp_list = a.str({"-p", "--n-prompt"}, "512");
+    long tg = a.integer({"-n", "--n-gen"}, 128);
     long reps = a.integer({"-r", "--repetitions"}, 3), ctx = a.integer({"-c", "--ctx-size"}, 4096);
     long threads = a.integer({"--threads", "-t"}, 0);
     const LoadOptions load = load_options(a);
     if (!a.error().empty()) return fail("bench", a.error());
-    if (pp < 0 || tg < 0 || reps < 1) return fail("bench", "-p and -n must be ≥ 0, -r ≥ 1");
+    std::vector<long> pps;
+    for (const std::string& v : split_list(pp_list)) {
+        char* end = nullptr;
+        errno = 0;
+        const long n = std::strtol(v.c_str(), &end, 10);
+        if (v.empty() || *end || errno || n < 0 || n > (1L << 24))
+            return fail("bench", "-p: '" + v + "' is not a token count (a list such as 512,2048,8192)");
+        if (n > 0) pps.push_back(n);
+    }
+    if (pp_list.empty()) return fail("bench", "-p: empty list");
+    const long pp_max = pps.empty() ? 0 : *std::max_element(pps.begin(), pps.end());
+    if (tg < 0 || reps < 1) return fail("bench", "-n must be ≥ 0, -r ≥ 1");
     if (threads > 0) set_num_threads(static_cast<int>(threads));
     if (models.empty() == synth.empty()) return fail("bench", "give -m MODEL[,MODEL...] or --synthetic NAME[,NAME...]");
     const std::string dev = load.q8_activations && device == "auto" ? "cpu" : resolve_device(device);
-    if (ctx < pp + tg + 1) ctx = pp + tg + 1;
+    if (ctx < pp_max + tg + 1) ctx = pp_max + tg + 1;
 
     double bw = 0;
     std::string bw_what;
@@ -162,7 +175,7 @@ int cmd_bench(int argc, char** argv) {
         const ModelInfo& info = lm.info();
         const std::string label = is_synth ? name : info.architecture;
         const int64_t V = info.vocab_size;
-        if (pp > 0) {
+        for (const long pp : pps) {
             std::vector<int32_t> prompt;
             for (long i = 0; i < pp; ++i) prompt.push_back(static_cast<int32_t>((i * 7919 + 13) % V));
             std::vector<double> tps;

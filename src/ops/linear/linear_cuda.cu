@@ -11,6 +11,7 @@
 #include "core/check.h"
 #include "ops/activation/activation_cuda.h"
 #include "ops/linear/linear_cuda.h"
+#include "ops/linear/linear_gemm_split.h"
 #include "ops/norm/norm_cuda.h"
 #include "quant/affine.h"
 #include "quant/ggml_type.h"
@@ -122,6 +123,14 @@ void linear(const Weight& W, const float* x, int64_t n, float* y, cudaStream_t s
         gemm_q(W, x, n, y, stream, workspace, workspace_bytes, prec);
         return;
     }
+    // Formats the 4-bit GEMM does not take (GGML Q5_0 / Q5_K / Q6_K and unrepacked blocks, dense, other affine
+    // widths): dequantized panels split into hi + lo bf16, cuBLAS (linear_gemm_split.h).
+    const Weight Wd = dense_view(W);
+    if (!bf16_prefill && W.rows > 0 && !gemm_q_supported(W) && gemm_split_supported(Wd) && workspace &&
+        workspace_bytes >= gemm_split_workspace_bytes(Wd, n)) {
+        gemm_split(Wd, x, n, y, stream, workspace, workspace_bytes, prec);
+        return;
+    }
     if (bf16_prefill && W.format != WeightFormat::GGML && workspace_bytes >= linear_gemm_workspace_bytes(W, n)) {
         linear_gemm(W, x, n, y, stream, workspace, workspace_bytes);
         return;
@@ -187,9 +196,12 @@ void add_bias(float* y, const float* b, int64_t n, int64_t rows, cudaStream_t st
 }
 
 size_t linear_workspace_bytes(const Weight& W, int64_t n) {
-    if (n <= 8 || W.format == WeightFormat::GGML || W.format == WeightFormat::TILED) return 0;
+    if (n <= 8 || W.format == WeightFormat::TILED) return 0;
     // The tensor-core GEMM, or (EMBER_BF16_PREFILL=1, and formats it does not take) the bf16 cuBLAS panels.
     if (gemm_q_supported(W) && !cublas_prefill()) return gemm_q_workspace_bytes(W, n);
+    const Weight Wd = dense_view(W);
+    if (!cublas_prefill() && gemm_split_supported(Wd)) return gemm_split_workspace_bytes(Wd, n);
+    if (W.format == WeightFormat::GGML) return 0;  // (unsupported block types: the GEMV chunks)
     return linear_gemm_workspace_bytes(W, n);
 }
 

@@ -16,6 +16,7 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "core/check.h"
+#include "ops/linear/cublas_thread.h"
 #include "ops/linear/linear_cuda.h"
 
 namespace ember::cuda {
@@ -26,18 +27,6 @@ constexpr size_t kPanelMax = size_t(64) << 20;
 
 size_t align256(size_t v) { return (v + 255) & ~size_t(255); }
 
-struct ThreadCublas {
-    cublasHandle_t h = nullptr;
-    ~ThreadCublas() {
-        if (h) cublasDestroy(h);
-    }
-};
-
-cublasHandle_t thread_handle() {
-    thread_local ThreadCublas c;
-    if (!c.h) CUBLAS_CHECK(cublasCreate(&c.h));
-    return c.h;
-}
 
 int64_t panel_rows(const Weight& W) {
     int64_t p = int64_t(kPanelMax / (2 * size_t(W.cols))) / 128 * 128;
@@ -122,6 +111,23 @@ void dequant_panel(const Weight& W, int64_t r0, int64_t prow, __nv_bfloat16* out
 
 }  // namespace
 
+namespace detail {
+namespace {
+struct ThreadCublas {
+    cublasHandle_t h = nullptr;
+    ~ThreadCublas() {
+        if (h) cublasDestroy(h);
+    }
+};
+}  // namespace
+
+cublasHandle_t cublas_thread_handle() {
+    thread_local ThreadCublas c;
+    if (!c.h) CUBLAS_CHECK(cublasCreate(&c.h));
+    return c.h;
+}
+}  // namespace detail
+
 size_t linear_gemm_workspace_bytes(const Weight& W, int64_t n) {
     size_t b = kCublasWs + 256;  // + 256: the caller's pointer is aligned up
     if (W.format == WeightFormat::DENSE && W.dtype == DType::F32) return b;
@@ -139,7 +145,7 @@ void linear_gemm(const Weight& W, const float* x, int64_t n, float* y, cudaStrea
                 "linear_gemm: workspace %zu bytes, needs %zu", workspace_bytes, linear_gemm_workspace_bytes(W, n));
     if (W.rows == 0) return;
     uint8_t* ws = reinterpret_cast<uint8_t*>(align256(reinterpret_cast<uintptr_t>(workspace)));
-    cublasHandle_t h = thread_handle();
+    cublasHandle_t h = detail::cublas_thread_handle();
     CUBLAS_CHECK(cublasSetStream(h, stream));  // (resets the workspace: set it after)
     CUBLAS_CHECK(cublasSetWorkspace(h, ws, kCublasWs));
     ws += kCublasWs;

@@ -28,6 +28,7 @@
 #include "ops/linear/linear.h"
 #include "ops/linear/linear_cuda.h"
 #include "ops/linear/linear_cuda_test_util.h"
+#include "ops/linear/linear_gemm_split.h"
 #include "ops/linear/weight_repack.h"
 #include "quant/ggml_blocks.h"
 #include "quant/ggml_type.h"
@@ -275,13 +276,16 @@ TEST(LinearGgmlCuda, GraphCaptureMatchesEager) {
     CUDA_CHECK(cudaStreamDestroy(st));
 }
 
-// The dispatch names the GGML kernel, and needs no workspace for prefill (exact GEMV chunks).
+// The dispatch names the GGML kernel; prefill (n > 8) asks for the split GEMM's workspace (linear_gemm_split.h),
+// decode for none.
 TEST(LinearGgmlCuda, DescribeAndWorkspace) {
+    std::vector<uint8_t> bytes(16);
     Weight W;
-    W.format = WeightFormat::GGML, W.ggml_type = GgmlType::Q4_K, W.rows = 4096, W.cols = 4096;
+    W.format = WeightFormat::GGML, W.ggml_type = GgmlType::Q4_K, W.rows = 4096, W.cols = 4096, W.data = bytes.data();
     char buf[64];
     EXPECT_STREQ("ggml Q4_K fp32", linear_gemv_describe(W, 1, buf, sizeof buf));
-    EXPECT_EQ(0u, linear_workspace_bytes(W, 512));
+    EXPECT_EQ(0u, linear_workspace_bytes(W, 8));
+    EXPECT_EQ(gemm_split_workspace_bytes(W, 512), linear_workspace_bytes(W, 512));
 }
 
 }  // namespace
