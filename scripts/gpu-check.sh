@@ -89,10 +89,12 @@ $E generate --synthetic qwen3.5-2b --device cuda --prompt-len 16 -n 6 --ignore-e
 row "trace 2B (trace.txt)" "$(grep -c '^\[trace\]' "$OUT/trace.txt") steps; $(tail -1 "$OUT/trace.txt" | tr '|' '/')"
 cat "$OUT/bench.md"
 fi
-# 3b. the server under load (SmolLM2 from .devdata/smollm2.part*, see scripts/gpu-smollm2.sh) and structured output
+# 3b. the server under load (SmolLM2 from .devdata/smollm2{.raw,}.part*: the device copy is size-limited, so the pieces come in successive calls to a warm machine) and structured output
 M=.devdata/SmolLM2-135M-Instruct.Q4_1.gguf
-if { has server || has grammar; } && [ ! -s "$M" ] && ls .devdata/smollm2.part* > /dev/null 2>&1; then
-  cat .devdata/smollm2.part* | xz -dc > "$M" 2> /dev/null || rm -f "$M"
+if { has server || has grammar; } && [ ! -s "$M" ]; then  # xz pieces, or raw pieces (.devdata/smollm2.raw.part*)
+  if ls .devdata/smollm2.raw.part* > /dev/null 2>&1; then cat .devdata/smollm2.raw.part* > "$M"
+  elif ls .devdata/smollm2.part* > /dev/null 2>&1; then cat .devdata/smollm2.part* | xz -dc > "$M" 2> /dev/null || rm -f "$M"; fi
+  [ "$(sha256sum "$M" 2> /dev/null | cut -c1-16)" = b179c9523d0e6a0f ] || { echo "SmolLM2 not assembled"; rm -f "$M"; }
 fi
 if has server && [ -s "$M" ]; then
   timeout 300 python3 bench/server_load.py --ember "$E" -m "$M" --device cuda --clients 1,8,32,64 > "$OUT/server_load.md" 2>&1
