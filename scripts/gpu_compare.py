@@ -102,6 +102,25 @@ try:
 except Exception as e:  # noqa: BLE001
     print(f"| synthetic 2B prefill chunks | ERROR {str(e)[:200]} |")
 
+# 2c. The GGUF block mixes people download, at the real 2B shape (synthetic random blocks: Q4_K_M = Q4_K + Q5_K fused
+# qkv + Q6_K output / more-bits down and v; Q4_0 + Q6_K output): GPU prefill (4-bit GEMM on the repacked Q4_K / Q4_0,
+# the split cuBLAS GEMM on Q5_K / Q6_K / small blocks) vs the CPU, 64 positions and the last of 600; bar KL <= 1e-4.
+for mix in ("q4_k_m", "q4_0"):
+    try:
+        name = "qwen3.5-2b:" + mix
+        ts64 = ",".join(map(str, np.random.default_rng(2).integers(0, 248320, 64).tolist()))
+        r, k, t = stats(logits(["--synthetic", name, "--device", "cuda", "--tokens", ts64], 64),
+                        logits(["--synthetic", name, "--device", "cpu", "--tokens", ts64], 64))
+        print(f"| synthetic 2B {mix} GPU vs CPU, 64 positions | rel L2 {r:.2e}, KL {k:.1e}, top-1 {t:.3f} "
+              f"{'ok' if t == 1 and k <= 1e-4 else 'FAIL'} |")
+        ts600 = ",".join(map(str, np.random.default_rng(3).integers(0, 248320, 600).tolist()))
+        r, k, t = stats(logits(["--synthetic", name, "--device", "cuda", "--tokens", ts600, "--last-only"], 1),
+                        logits(["--synthetic", name, "--device", "cpu", "--tokens", ts600, "--last-only"], 1))
+        print(f"| synthetic 2B {mix} prefill T=600 GPU vs CPU (last row) | rel L2 {r:.2e}, KL {k:.1e}, top-1 {t:.0f} "
+              f"{'ok' if t == 1 and k <= 1e-4 else 'FAIL'} |")
+    except Exception as e:  # noqa: BLE001
+        print(f"| synthetic 2B {mix} GPU vs CPU | ERROR {str(e)[:200]} |")
+
 # 3. Llama-family GGUF files (llama, qwen2 biases, qwen3 q/k norm) on the GPU (tests/fixtures/gguf_models: transformers oracle, dequantized weights)
 gm = os.path.join(root, "tests", "fixtures", "gguf_models")
 for case, gguf, oracle in [("llama_gqa_untied", "model-f32.gguf", "ref_logits.bin"),
