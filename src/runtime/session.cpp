@@ -84,6 +84,20 @@ Expected<GenerateStats> Session::generate(const std::vector<int32_t>& prompt, in
     if (constraint) mask.resize(size_t(token_mask_words(V))), m = mask.data();
     std::vector<float> logits;
     int32_t id = 0;
+    // A host selection from `logits` (NaN is bad weights or input: the sampler treats it as a bug); `left`
+    // selections remain, this one included.
+    auto host_select = [&](int64_t left, const char* verb) -> Expected<int32_t> {
+        for (int64_t j = 0; j < V; ++j)
+            EMBER_REQUIRE(!std::isnan(logits[j]), "the model produced NaN logits at position %lld (broken weights?)",
+                          (long long)pos());
+        if (constraint) {
+            constraint->set_remaining(left);
+            constraint->fill_mask(mask.data());
+            EMBER_REQUIRE(token_mask_count(m, V) > 0, "structured output: no token of the vocabulary can %s the text",
+                          verb);
+        }
+        return sampler.sample(logits.data(), V, tokens_, m);
+    };
     auto t0 = std::chrono::steady_clock::now();
     if (device && resumed && prompt.empty() && !constraint) {
         // The uninterrupted run selected the token after the pending one on the device: so does this one.
@@ -95,15 +109,7 @@ Expected<GenerateStats> Session::generate(const std::vector<int32_t>& prompt, in
         EMBER_ASSIGN(logits, prefill(input));
         st.prefill_s = seconds_since(t0);
         // The first token comes from the prefill's logits (host); then each decode step selects the next one.
-        for (int64_t j = 0; j < V; ++j)  // the sampler treats NaN as a bug; here it is bad weights or input
-            EMBER_REQUIRE(!std::isnan(logits[j]), "the model produced NaN logits at position %lld (broken weights?)",
-                          (long long)pos());
-        if (constraint) {
-            constraint->set_remaining(max_new);
-            constraint->fill_mask(mask.data());
-            EMBER_REQUIRE(token_mask_count(m, V) > 0, "structured output: no token of the vocabulary can start the text");
-        }
-        id = sampler.sample(logits.data(), V, tokens_, m);
+        EMBER_ASSIGN(id, host_select(max_new, "start"));
     }
     auto t1 = std::chrono::steady_clock::now();
     int64_t remaining = max_new;  // selections left, the one being made included
@@ -126,15 +132,7 @@ Expected<GenerateStats> Session::generate(const std::vector<int32_t>& prompt, in
             EMBER_ASSIGN(next, model_.decode_sample(*state_, id, sp, tokens_, constraint ? &mask_fn : nullptr));
         } else {
             EMBER_ASSIGN(logits, decode(id));
-            for (int64_t j = 0; j < V; ++j)
-                EMBER_REQUIRE(!std::isnan(logits[j]), "the model produced NaN logits at position %lld (broken weights?)",
-                              (long long)pos());
-            if (constraint) {
-                constraint->set_remaining(remaining);
-                constraint->fill_mask(mask.data());
-                EMBER_REQUIRE(token_mask_count(m, V) > 0, "structured output: no token of the vocabulary can continue the text");
-            }
-            next = sampler.sample(logits.data(), V, tokens_, m);
+            EMBER_ASSIGN(next, host_select(remaining, "continue"));
         }
         st.decode_steps++;
         StepStats ss = model_.last_step_stats(*state_);
