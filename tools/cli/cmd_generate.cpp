@@ -2,6 +2,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 
 #include "args.h"
@@ -15,6 +16,10 @@
 namespace ember::cli {
 
 namespace {
+double ms_since(std::chrono::steady_clock::time_point t0) {
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
 void usage() {
     std::printf(
         "usage: ember generate (-m MODEL | --synthetic NAME) (-p PROMPT | --tokens IDS | --prompt-len N) [options]\n"
@@ -111,8 +116,10 @@ int cmd_generate(int argc, char** argv) {
     bool first = true;
     Session s(lm);
     if (!load_path.empty()) {
+        const auto t0 = std::chrono::steady_clock::now();
         if (Status r = s.load(load_path); !r) return fail("generate", r.message());
-        std::fprintf(stderr, "[session: %lld tokens restored from %s]\n", (long long)s.pos(), load_path.c_str());
+        std::fprintf(stderr, "[session: %lld tokens restored from %s in %.1f ms]\n", (long long)s.pos(),
+                     load_path.c_str(), ms_since(t0));
     }
     auto st = s.generate(ids, n, sp, stop, [&](int32_t id) {
         if (dec) std::fputs(dec->push(id).c_str(), stdout);
@@ -123,11 +130,14 @@ int cmd_generate(int argc, char** argv) {
     }, constraint.get());
     if (dec) std::fputs(dec->flush().c_str(), stdout);
     std::printf("\n");
+    std::fflush(stdout);
     if (!st) return fail("generate", st.message());
     if (!save_path.empty()) {
+        const auto t0 = std::chrono::steady_clock::now();
         if (Status r = s.save(save_path); !r) return fail("generate", r.message());
-        std::fprintf(stderr, "[session: %lld tokens + %zu pending saved to %s]\n", (long long)s.pos(),
-                     s.pending().size(), save_path.c_str());
+        std::fprintf(stderr, "[session: %lld tokens + %zu pending saved to %s in %.1f ms, %s]\n", (long long)s.pos(),
+                     s.pending().size(), save_path.c_str(), ms_since(t0),
+                     human_bytes(static_cast<double>(std::filesystem::file_size(save_path))).c_str());
     }
     const GenerateStats& g = st.value();
     std::string dev_line;
