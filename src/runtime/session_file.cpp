@@ -112,6 +112,8 @@ std::vector<uint8_t> encode_session(const CausalLM& m, const SessionFile& s) {
 
 Expected<SessionFile> decode_session(const CausalLM& m, const std::vector<uint8_t>& b, const std::string& what) {
     const char* p = what.c_str();
+    EMBER_REQUIRE(!m.state_layout(0).empty(), "saved sessions are not supported by this model (%s)",
+                  m.info().architecture.c_str());
     EMBER_REQUIRE(b.size() >= 8 && std::memcmp(b.data(), kMagic, 8) == 0,
                   "%s: not an ember saved session (no EMBERSES magic)", p);
     EMBER_REQUIRE(b.size() >= 24, "%s: truncated saved session (%zu bytes)", p, b.size());
@@ -136,9 +138,10 @@ Expected<SessionFile> decode_session(const CausalLM& m, const std::vector<uint8_
     EMBER_REQUIRE(lfp == layout_fingerprint(m) && vocab == m.info().vocab_size,
                   "%s: saved by another model (%s, vocabulary %lld); this model is %s, vocabulary %lld", p, arch.c_str(),
                   (long long)vocab, m.info().architecture.c_str(), (long long)m.info().vocab_size);
-    EMBER_REQUIRE(wfp == m.weights_fingerprint(),
+    const uint64_t mine = m.weights_fingerprint();
+    EMBER_REQUIRE(wfp == mine,
                   "%s: saved by a model of the same shape (%s) with other weights (fingerprint %016llx, this model "
-                  "%016llx)", p, arch.c_str(), (unsigned long long)wfp, (unsigned long long)m.weights_fingerprint());
+                  "%016llx)", p, arch.c_str(), (unsigned long long)wfp, (unsigned long long)mine);
     SessionFile s;
     EMBER_TRY(r.get(s.pos, "position"));
     EMBER_REQUIRE(s.pos >= 0 && s.pos <= m.info().max_context, "%s: corrupt saved session (position %lld, context %lld)",
