@@ -58,6 +58,8 @@ public:
         EMBER_TRY(get(n, field));
         EMBER_REQUIRE(n >= 0 && n <= max, "%s: corrupt saved session (%lld %s, at most %lld)", what_.c_str(),
                       (long long)n, field, (long long)max);
+        EMBER_REQUIRE(static_cast<size_t>(n) * 4 <= end_ - at_, "%s: truncated saved session (%lld %s, %zu bytes left)",
+                      what_.c_str(), (long long)n, field, end_ - at_);
         v.resize(static_cast<size_t>(n));
         EMBER_TRY(raw(v.data(), v.size() * 4, field));
         for (int32_t t : v)
