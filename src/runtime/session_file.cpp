@@ -41,7 +41,7 @@ public:
     Status raw(void* p, size_t n, const char* field) {
         EMBER_REQUIRE(n <= end_ - at_, "%s: truncated saved session (%s at byte %zu needs %zu bytes, %zu left)",
                       what_.c_str(), field, at_, n, end_ - at_);
-        std::memcpy(p, b_.data() + at_, n);
+        if (n > 0) std::memcpy(p, b_.data() + at_, n);  // an empty vector's data() may be null (UBSan, fuzz_session)
         at_ += n;
         return Status::ok();
     }
