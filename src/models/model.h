@@ -15,6 +15,18 @@ namespace ember {
 using TokenMaskFn = std::function<void(uint32_t* words)>;
 class GgufFile;  // io/gguf.h
 
+// One tensor of a sequence's state (saved sessions; the layout is in models/state_io.h).
+struct StateTensor {
+    std::string name;
+    std::vector<int64_t> shape;
+    std::vector<float> data;  // product(shape) fp32 values, row-major (empty in a layout from state_layout())
+    int64_t numel() const {
+        int64_t n = 1;
+        for (int64_t d : shape) n *= d;
+        return n;
+    }
+};
+
 // Per-sequence state (KV cache, recurrent state, position). Owned by a Session.
 struct ModelState {
     virtual ~ModelState() = default;
@@ -66,6 +78,19 @@ public:
         return errorf("decode_sample: this model has no device sampler");
     }
     virtual StepStats last_step_stats(const ModelState& state) const { return {}; }
+
+    // ---- saved sessions (runtime/session_file.h; tensor layout: models/state_io.h) ----
+    // The state tensors of a sequence at position pos (names and shapes, no data); empty: cannot save sessions.
+    virtual std::vector<StateTensor> state_layout(int64_t pos) const;
+    // Cheap identity of the weights (types, shapes, a few bytes of each tensor): a file from another model is refused.
+    virtual uint64_t weights_fingerprint() const { return 0; }
+    // The state's tensors in state_layout(state.pos) order, with their data.
+    virtual Expected<std::vector<StateTensor>> export_state(const ModelState& state) const;
+    // Replaces the state with tensors of state_layout(pos) (names and shapes already checked) and sets pos.
+    virtual Status import_state(ModelState& state, int64_t pos, const std::vector<StateTensor>& tensors) const;
+    // The device sampler's random stream (seed it started from, counter now); false: none or not started.
+    virtual bool device_rng(const ModelState& state, uint64_t* seed, uint64_t* counter) const { return false; }
+    virtual Status set_device_rng(ModelState& state, uint64_t seed, uint64_t counter) const { return Status::ok(); }
 };
 
 // How a model file is turned into a model.

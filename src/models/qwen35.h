@@ -45,6 +45,10 @@ public:
     std::unique_ptr<ModelState> new_state() const override;
     Status forward(ModelState& state, const int32_t* tokens, int64_t n, float* logits,
                    bool all_logits) const override;
+    std::vector<StateTensor> state_layout(int64_t pos) const override;
+    uint64_t weights_fingerprint() const override;
+    Expected<std::vector<StateTensor>> export_state(const ModelState& state) const override;
+    Status import_state(ModelState& state, int64_t pos, const std::vector<StateTensor>& tensors) const override;
 
     const Qwen35Config& config() const { return cfg_; }
     const Qwen35Weights& weights() const { return w_; }

@@ -2,6 +2,7 @@
 #include "runtime/session.h"
 
 #include "ops/sampling/token_mask.h"
+#include "runtime/session_file.h"
 
 #include <algorithm>
 #include <cmath>
@@ -29,6 +30,7 @@ Session::Session(const CausalLM& model) : model_(model), state_(model.new_state(
 
 Expected<std::vector<float>> Session::prefill(const std::vector<int32_t>& tokens, bool all_logits, int64_t batch) {
     EMBER_REQUIRE(!tokens.empty(), "prefill: no tokens");
+    pending_.clear();
     const int64_t V = model_.info().vocab_size, n = static_cast<int64_t>(tokens.size());
     batch = std::max<int64_t>(1, batch);
     std::vector<float> out(static_cast<size_t>((all_logits ? n : 1) * V));
@@ -47,6 +49,7 @@ Expected<std::vector<float>> Session::prefill(const std::vector<int32_t>& tokens
 }
 
 Expected<std::vector<float>> Session::decode(int32_t token) {
+    pending_.clear();
     std::vector<float> out(static_cast<size_t>(model_.info().vocab_size));
     EMBER_TRY(model_.forward(*state_, &token, 1, out.data(), false));
     tokens_.push_back(token);
@@ -54,6 +57,7 @@ Expected<std::vector<float>> Session::decode(int32_t token) {
 }
 
 Expected<int32_t> Session::decode_sample(int32_t token, const SamplingParams& sp) {
+    pending_.clear();
     tokens_.push_back(token);
     return model_.decode_sample(*state_, token, sp, tokens_);
 }
@@ -62,29 +66,52 @@ Expected<GenerateStats> Session::generate(const std::vector<int32_t>& prompt, in
                                           const SamplingParams& sp, const std::vector<int32_t>& stop_ids,
                                           const std::function<bool(int32_t)>& on_token, TokenConstraint* constraint) {
     GenerateStats st;
-    st.prompt_tokens = static_cast<int64_t>(prompt.size());
-    auto t0 = std::chrono::steady_clock::now();
-    EMBER_ASSIGN(std::vector<float> logits, prefill(prompt));
-    st.prefill_s = seconds_since(t0);
+    // After load(): the pending token goes first, and the saved RNG streams continue (same seed only).
+    const bool resumed = resume_;
+    resume_ = false;
+    std::vector<int32_t> input = prompt;
+    if (resumed) input.insert(input.begin(), pending_.begin(), pending_.end());
+    EMBER_REQUIRE(!input.empty(), resumed ? "generate: the restored session has no pending token; give a prompt"
+                                          : "generate: empty prompt");
+    st.prompt_tokens = static_cast<int64_t>(input.size());
     Sampler sampler(sp);
+    if (resumed && have_rng_ && rng_seed_ == sp.seed) sampler.rng().set_state(rng_state_);
     const int64_t V = model_.info().vocab_size;
     const bool device = model_.has_device_sampler() && !host_sampling_;
     st.device_sampling = device;
-    auto t1 = std::chrono::steady_clock::now();
-    // The first token comes from the prefill's logits (host); then each decode step selects the next one.
-    for (int64_t j = 0; j < V; ++j)  // the sampler treats NaN as a bug; here it is bad weights or input
-        EMBER_REQUIRE(!std::isnan(logits[j]), "the model produced NaN logits at position %lld (broken weights?)",
-                      (long long)pos());
     std::vector<uint32_t> mask;
     const uint32_t* m = nullptr;
-    if (constraint) {
-        mask.resize(size_t(token_mask_words(V)));
-        constraint->set_remaining(max_new);
-        constraint->fill_mask(mask.data());
-        m = mask.data();
-        EMBER_REQUIRE(token_mask_count(m, V) > 0, "structured output: no token of the vocabulary can start the text");
+    if (constraint) mask.resize(size_t(token_mask_words(V))), m = mask.data();
+    std::vector<float> logits;
+    int32_t id = 0;
+    // A host selection from `logits` (NaN is bad weights or input: the sampler treats it as a bug); `left`
+    // selections remain, this one included.
+    auto host_select = [&](int64_t left, const char* verb) -> Expected<int32_t> {
+        for (int64_t j = 0; j < V; ++j)
+            EMBER_REQUIRE(!std::isnan(logits[j]), "the model produced NaN logits at position %lld (broken weights?)",
+                          (long long)pos());
+        if (constraint) {
+            constraint->set_remaining(left);
+            constraint->fill_mask(mask.data());
+            EMBER_REQUIRE(token_mask_count(m, V) > 0, "structured output: no token of the vocabulary can %s the text",
+                          verb);
+        }
+        return sampler.sample(logits.data(), V, tokens_, m);
+    };
+    auto t0 = std::chrono::steady_clock::now();
+    if (device && resumed && prompt.empty() && !constraint) {
+        // The uninterrupted run selected the token after the pending one on the device: so does this one.
+        pending_.clear();
+        tokens_.push_back(input[0]);
+        EMBER_ASSIGN(id, model_.decode_sample(*state_, input[0], sp, tokens_));
+        st.prefill_s = seconds_since(t0);
+    } else {
+        EMBER_ASSIGN(logits, prefill(input));
+        st.prefill_s = seconds_since(t0);
+        // The first token comes from the prefill's logits (host); then each decode step selects the next one.
+        EMBER_ASSIGN(id, host_select(max_new, "start"));
     }
-    int32_t id = sampler.sample(logits.data(), V, tokens_, m);
+    auto t1 = std::chrono::steady_clock::now();
     int64_t remaining = max_new;  // selections left, the one being made included
     const TokenMaskFn mask_fn = [&](uint32_t* w) {
         constraint->set_remaining(remaining);
@@ -105,15 +132,7 @@ Expected<GenerateStats> Session::generate(const std::vector<int32_t>& prompt, in
             EMBER_ASSIGN(next, model_.decode_sample(*state_, id, sp, tokens_, constraint ? &mask_fn : nullptr));
         } else {
             EMBER_ASSIGN(logits, decode(id));
-            for (int64_t j = 0; j < V; ++j)
-                EMBER_REQUIRE(!std::isnan(logits[j]), "the model produced NaN logits at position %lld (broken weights?)",
-                              (long long)pos());
-            if (constraint) {
-                constraint->set_remaining(remaining);
-                constraint->fill_mask(mask.data());
-                EMBER_REQUIRE(token_mask_count(m, V) > 0, "structured output: no token of the vocabulary can continue the text");
-            }
-            next = sampler.sample(logits.data(), V, tokens_, m);
+            EMBER_ASSIGN(next, host_select(remaining, "continue"));
         }
         st.decode_steps++;
         StepStats ss = model_.last_step_stats(*state_);
@@ -123,7 +142,36 @@ Expected<GenerateStats> Session::generate(const std::vector<int32_t>& prompt, in
         id = next;
     }
     st.decode_s = seconds_since(t1);
+    // The last selected token was not consumed: a saved session keeps it for the next generate() after load().
+    pending_.assign(max_new > 0 ? 1 : 0, id);
+    have_rng_ = true, rng_seed_ = sp.seed, rng_state_ = sampler.rng().state();
     return st;
+}
+
+Status Session::save(const std::string& path) const {
+    SessionFile f;
+    EMBER_ASSIGN(f.tensors, model_.export_state(*state_));
+    EMBER_REQUIRE(static_cast<int64_t>(tokens_.size()) == pos(), "save: %zu tokens recorded at position %lld",
+                  tokens_.size(), (long long)pos());
+    f.pos = pos();
+    f.tokens = tokens_;
+    f.pending = pending_;
+    f.host_rng = have_rng_, f.host_seed = rng_seed_, f.host_state = rng_state_;
+    f.device_rng = model_.device_rng(*state_, &f.device_seed, &f.device_counter);
+    return write_session_file(path, model_, f);
+}
+
+Status Session::load(const std::string& path) {
+    EMBER_ASSIGN(SessionFile f, read_session_file(path, model_));
+    std::unique_ptr<ModelState> st = model_.new_state();
+    EMBER_TRY(model_.import_state(*st, f.pos, f.tensors));
+    if (f.device_rng) EMBER_TRY(model_.set_device_rng(*st, f.device_seed, f.device_counter));
+    state_ = std::move(st);
+    tokens_ = std::move(f.tokens);
+    pending_ = std::move(f.pending);
+    have_rng_ = f.host_rng, rng_seed_ = f.host_seed, rng_state_ = f.host_state;
+    resume_ = true;
+    return Status::ok();
 }
 
 int64_t peak_rss_bytes() {

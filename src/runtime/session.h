@@ -1,9 +1,11 @@
 // Session: one sequence being processed by a model — its state, its tokens, prefill and decode steps,
 // and the generation loop (sampling, stop tokens, streaming callback, timing).
 #pragma once
+#include <array>
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "models/model.h"
@@ -69,15 +71,34 @@ public:
     // Host sampling even when the model has a device sampler (tests compare the two paths).
     void set_host_sampling(bool on) { host_sampling_ = on; }
 
+    // Saved sessions (runtime/session_file.h): the consumed tokens, every state tensor (only the used KV rows),
+    // the token generate() selected last (not yet consumed) and the sampling RNG (host; device when the model has
+    // one). load() replaces this session with the file's (a file of another model, truncated, corrupted or of
+    // another version is an error and leaves the session as it was). The next generate() after load() starts with
+    // the pending token followed by its prompt (which may then be empty) and continues the saved RNG streams when
+    // its seed is the saved one: the restored sequence continues exactly as the uninterrupted run would.
+    Status save(const std::string& path) const;
+    Status load(const std::string& path);
+
     const CausalLM& model() const { return model_; }
     int64_t pos() const { return state_->pos; }
     const std::vector<int32_t>& tokens() const { return tokens_; }
-    void reset() { state_ = model_.new_state(); tokens_.clear(); }
+    const std::vector<int32_t>& pending() const { return pending_; }
+    void reset() {
+        state_ = model_.new_state();
+        tokens_.clear();
+        pending_.clear();
+        have_rng_ = resume_ = false;
+    }
 
 private:
     const CausalLM& model_;
     std::unique_ptr<ModelState> state_;
     std::vector<int32_t> tokens_;
+    std::vector<int32_t> pending_;          // selected by generate() last, not consumed (0 or 1 token)
+    bool have_rng_ = false, resume_ = false;  // host RNG state known; load() ran and generate() has not
+    uint64_t rng_seed_ = 0;
+    std::array<uint64_t, 4> rng_state_{};
     std::function<void(const TraceStep&)> trace_;
     bool host_sampling_ = false;
 };

@@ -2,6 +2,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 
 #include "args.h"
@@ -15,6 +16,10 @@
 namespace ember::cli {
 
 namespace {
+double ms_since(std::chrono::steady_clock::time_point t0) {
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
 void usage() {
     std::printf(
         "usage: ember generate (-m MODEL | --synthetic NAME) (-p PROMPT | --tokens IDS | --prompt-len N) [options]\n"
@@ -27,6 +32,10 @@ void usage() {
         "  --device D        auto (default: cuda when built with CUDA and a GPU is present), cpu or cuda\n"
         "  -c, --ctx-size N  context capacity of the GPU KV cache (default 4096)\n"
         "  --trace           per decode step on stderr: kernels, GPU time, wall time (also EMBER_TRACE=1)\n"
+        "  --save-session F  after the generation, save the sequence (tokens, KV / recurrent state, sampling RNG) to F\n"
+        "  --load-session F  continue the sequence saved in F: the prompt (optional; no BOS is added) is appended after\n"
+        "                    the restored tokens; without one generation continues where the saved run stopped\n"
+        "                    (same model and seed: the same tokens as one uninterrupted run)\n"
         "  --json-schema FILE | --grammar FILE (GBNF) | --regex RE\n"
         "                    structured output: every token is allowed by the grammar; generation ends when the\n"
         "                    text is complete (src/grammar)\n"
@@ -51,12 +60,17 @@ int cmd_generate(int argc, char** argv) {
     gopt.json_schema_file = a.str({"--json-schema"});
     gopt.gbnf_file = a.str({"--grammar"});
     gopt.regex = a.str({"--regex"});
+    const std::string save_path = a.str({"--save-session"}), load_path = a.str({"--load-session"});
     const LoadOptions load = load_options(a);
     if (!a.error().empty()) return fail("generate", a.error());
     if (n < 0) return fail("generate", "-n must be ≥ 0");
     if (threads > 0) set_num_threads(static_cast<int>(threads));
-    if ((!prompt.empty()) + (!toks.empty()) + (plen > 0) != 1)
-        return fail("generate", "give exactly one of -p PROMPT, --tokens IDS, --prompt-len N");
+    const int prompts = (!prompt.empty()) + (!toks.empty()) + (plen > 0);
+    if (load_path.empty() ? prompts != 1 : prompts > 1)
+        return fail("generate", load_path.empty() ? "give exactly one of -p PROMPT, --tokens IDS, --prompt-len N"
+                                                  : "give at most one of -p PROMPT, --tokens IDS, --prompt-len N");
+    if (!load_path.empty() && chat)
+        return fail("generate", "--chat renders a whole conversation: it cannot be appended to --load-session");
 
     auto m = open_model(model, synth, device, ctx, load);
     if (!m) return fail("generate", m.message());
@@ -77,7 +91,7 @@ int cmd_generate(int argc, char** argv) {
         // llama.cpp semantics: BOS as the model asks (unless the template already wrote it), special tokens parsed.
         const int32_t bos = tok->bos_id();
         const bool has_bos = bos >= 0 && text.rfind(tok->token_bytes(bos), 0) == 0;
-        ids = tok->encode(text, /*add_special=*/!has_bos, /*parse_special=*/true);
+        ids = tok->encode(text, /*add_special=*/!has_bos && load_path.empty(), /*parse_special=*/true);
     } else if (!toks.empty()) {
         auto r = parse_token_list(toks);
         if (!r) return fail("generate", r.message());
@@ -85,7 +99,7 @@ int cmd_generate(int argc, char** argv) {
     } else {
         for (long i = 0; i < plen; ++i) ids.push_back(static_cast<int32_t>((i * 7919 + 13) % lm.info().vocab_size));
     }
-    if (ids.empty()) return fail("generate", "the prompt encodes to no tokens");
+    if (ids.empty() && prompts > 0) return fail("generate", "the prompt encodes to no tokens");
 
     std::vector<int32_t> stop;
     if (tok && !ignore_eos) stop = tok->eos_ids();
@@ -101,6 +115,12 @@ int cmd_generate(int argc, char** argv) {
     }
     bool first = true;
     Session s(lm);
+    if (!load_path.empty()) {
+        const auto t0 = std::chrono::steady_clock::now();
+        if (Status r = s.load(load_path); !r) return fail("generate", r.message());
+        std::fprintf(stderr, "[session: %lld tokens restored from %s in %.1f ms]\n", (long long)s.pos(),
+                     load_path.c_str(), ms_since(t0));
+    }
     auto st = s.generate(ids, n, sp, stop, [&](int32_t id) {
         if (dec) std::fputs(dec->push(id).c_str(), stdout);
         else std::printf("%s%d", first ? "" : ",", id);
@@ -110,7 +130,15 @@ int cmd_generate(int argc, char** argv) {
     }, constraint.get());
     if (dec) std::fputs(dec->flush().c_str(), stdout);
     std::printf("\n");
+    std::fflush(stdout);
     if (!st) return fail("generate", st.message());
+    if (!save_path.empty()) {
+        const auto t0 = std::chrono::steady_clock::now();
+        if (Status r = s.save(save_path); !r) return fail("generate", r.message());
+        std::fprintf(stderr, "[session: %lld tokens + %zu pending saved to %s in %.1f ms, %s]\n", (long long)s.pos(),
+                     s.pending().size(), save_path.c_str(), ms_since(t0),
+                     human_bytes(static_cast<double>(std::filesystem::file_size(save_path))).c_str());
+    }
     const GenerateStats& g = st.value();
     std::string dev_line;
     if (g.decode_steps > 0 && g.decode_kernels > 0)

@@ -88,6 +88,14 @@ public:
         auto* s = dynamic_cast<const CudaState*>(&state);
         return s ? s->stats : StepStats{};
     }
+    // Saved sessions (cuda_state_io.cpp): the CPU model's layout and fingerprint; the state crosses with
+    // cudaMemcpy, fp32 in the same layout as on the CPU, so a session saved on one backend loads on the other.
+    std::vector<StateTensor> state_layout(int64_t pos) const override { return cpu_->state_layout(pos); }
+    uint64_t weights_fingerprint() const override { return cpu_->weights_fingerprint(); }
+    Expected<std::vector<StateTensor>> export_state(const ModelState& state) const override;
+    Status import_state(ModelState& state, int64_t pos, const std::vector<StateTensor>& tensors) const override;
+    bool device_rng(const ModelState& state, uint64_t* seed, uint64_t* counter) const override;
+    Status set_device_rng(ModelState& state, uint64_t seed, uint64_t counter) const override;
 
 protected:
     // ---- per architecture ----

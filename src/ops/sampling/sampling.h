@@ -20,6 +20,7 @@
 // Cost for vocab 248320: O(V) passes (max, exp, a k-heap or nth_element for top-k, a 4096-bin histogram for
 // top-p); only the top-k set and top-p's boundary bin are sorted.
 #pragma once
+#include <array>
 #include <cstdint>
 #include <vector>
 
@@ -44,6 +45,9 @@ class Rng {
     void seed_with(uint64_t seed);
     uint64_t next();
     double uniform() { return double(next() >> 11) * 0x1.0p-53; }  // [0, 1), 53 bits
+    // The generator's whole state (saved sessions: a restored Rng continues the same stream).
+    std::array<uint64_t, 4> state() const { return {s_[0], s_[1], s_[2], s_[3]}; }
+    void set_state(const std::array<uint64_t, 4>& s) { for (int i = 0; i < 4; ++i) s_[i] = s[i]; }
 
  private:
     uint64_t s_[4];
@@ -78,6 +82,7 @@ class Sampler {
     const std::vector<TokenProb>& distribution(const float* logits, int64_t vocab, const std::vector<int32_t>& history,
                                                const uint32_t* mask = nullptr);
     const SamplingParams& params() const { return p_; }
+    Rng& rng() { return rng_; }
 
  private:
     struct Cand {

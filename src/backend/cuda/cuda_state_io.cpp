@@ -1,0 +1,100 @@
+// Saved sessions on CUDA (CudaCausalLM, cuda_model.h): the per-layer device state downloaded into / uploaded from
+// the backend-independent tensors of models/state_io.h (K/V [n_kv, pos, d] out of the [n_kv, capacity, d] caches,
+// conv [K−1, conv_dim], S [nv, dk, dv]), and the device sampler's RNG counter.
+#include <cstdio>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cuda_model.h"
+
+namespace ember::cuda {
+
+namespace {
+
+// The device buffer of a state tensor ("blk.L.k" / v / conv / S) and whether it is a KV cache (pitched rows).
+Expected<float*> tensor_buffer(const CudaState& s, const StateTensor& t, bool* kv) {
+    int l = -1;
+    char kind[16] = {0};
+    EMBER_REQUIRE(std::sscanf(t.name.c_str(), "blk.%d.%15s", &l, kind) == 2 && l >= 0 &&
+                  static_cast<size_t>(l) < s.K.size(), "saved session: unknown state tensor '%s'", t.name.c_str());
+    const std::string k = kind;
+    *kv = k == "k" || k == "v";
+    float* p = k == "k" ? s.K[l] : k == "v" ? s.V[l] : k == "conv" ? s.conv[l] : k == "S" ? s.S[l] : nullptr;
+    EMBER_REQUIRE(p != nullptr, "saved session: layer %d has no '%s' state on the GPU", l, kind);
+    EMBER_REQUIRE(!*kv || t.shape.size() == 3, "saved session: '%s' is not [n_kv, pos, d]", t.name.c_str());
+    return p;
+}
+
+}  // namespace
+
+Expected<std::vector<StateTensor>> CudaCausalLM::export_state(const ModelState& state) const {
+    auto* s = dynamic_cast<const CudaState*>(&state);
+    EMBER_REQUIRE(s != nullptr, "export_state: state does not belong to this CUDA model");
+    std::vector<StateTensor> t = cpu_->state_layout(s->pos);
+    if (s->stream) CUDA_CHECK(cudaStreamSynchronize(s->stream));
+    for (StateTensor& x : t) {
+        x.data.assign(static_cast<size_t>(x.numel()), 0.f);
+        if (!s->ready) continue;  // nothing has run: the zero state
+        bool kv = false;
+        EMBER_ASSIGN(float* src, tensor_buffer(*s, x, &kv));
+        if (!kv) {
+            CUDA_CHECK(cudaMemcpy(x.data.data(), src, x.data.size() * sizeof(float), cudaMemcpyDeviceToHost));
+        } else if (s->pos > 0) {
+            const size_t row = static_cast<size_t>(x.shape[1] * x.shape[2]) * sizeof(float);
+            const size_t pitch = static_cast<size_t>(capacity_ * x.shape[2]) * sizeof(float);
+            CUDA_CHECK(cudaMemcpy2D(x.data.data(), row, src, pitch, row, static_cast<size_t>(x.shape[0]),
+                                    cudaMemcpyDeviceToHost));
+        }
+    }
+    return t;
+}
+
+Status CudaCausalLM::import_state(ModelState& state, int64_t pos, const std::vector<StateTensor>& t) const {
+    auto* s = dynamic_cast<CudaState*>(&state);
+    EMBER_REQUIRE(s != nullptr, "import_state: state does not belong to this CUDA model");
+    EMBER_REQUIRE(pos <= capacity_, "saved session of %lld tokens does not fit the GPU KV cache of %lld (raise -c)",
+                  (long long)pos, (long long)capacity_);
+    if (!s->ready) EMBER_TRY(allocate(*s));
+    for (const StateTensor& x : t) {
+        bool kv = false;
+        EMBER_ASSIGN(float* dst, tensor_buffer(*s, x, &kv));
+        EMBER_REQUIRE(static_cast<int64_t>(x.data.size()) == x.numel(), "import_state: '%s' has %zu values",
+                      x.name.c_str(), x.data.size());
+        if (!kv) {
+            CUDA_CHECK(cudaMemcpy(dst, x.data.data(), x.data.size() * sizeof(float), cudaMemcpyHostToDevice));
+        } else if (pos > 0) {
+            EMBER_REQUIRE(x.shape[1] == pos, "import_state: '%s' holds %lld rows at position %lld", x.name.c_str(),
+                          (long long)x.shape[1], (long long)pos);
+            const size_t row = static_cast<size_t>(x.shape[1] * x.shape[2]) * sizeof(float);
+            const size_t pitch = static_cast<size_t>(capacity_ * x.shape[2]) * sizeof(float);
+            CUDA_CHECK(cudaMemcpy2D(dst, pitch, x.data.data(), row, row, static_cast<size_t>(x.shape[0]),
+                                    cudaMemcpyHostToDevice));
+        }
+    }
+    s->pos = pos;
+    s->counts_len = -1;  // the penalty counts are rebuilt from the history at the next step
+    return Status::ok();
+}
+
+bool CudaCausalLM::device_rng(const ModelState& state, uint64_t* seed, uint64_t* counter) const {
+    auto* s = dynamic_cast<const CudaState*>(&state);
+    if (!s || !s->ready || !s->seeded) return false;
+    if (s->stream) CUDA_CHECK(cudaStreamSynchronize(s->stream));
+    CUDA_CHECK(cudaMemcpy(counter, s->rng, sizeof(uint64_t), cudaMemcpyDeviceToHost));
+    *seed = s->params.seed;
+    return true;
+}
+
+Status CudaCausalLM::set_device_rng(ModelState& state, uint64_t seed, uint64_t counter) const {
+    auto* s = dynamic_cast<CudaState*>(&state);
+    EMBER_REQUIRE(s != nullptr, "set_device_rng: state does not belong to this CUDA model");
+    if (!s->ready) EMBER_TRY(allocate(*s));
+    CUDA_CHECK(cudaMemcpy(s->rng, &counter, sizeof(uint64_t), cudaMemcpyHostToDevice));
+    // decode_sample re-seeds only when the seed changes: a run with this seed continues the saved stream.
+    s->seeded = true;
+    s->have_params = false;
+    s->params = SamplingParams{};
+    s->params.seed = seed;
+    return Status::ok();
+}
+
+}  // namespace ember::cuda

@@ -1,0 +1,93 @@
+// State tensors of saved sessions and model fingerprints (state_io.h).
+#include "models/state_io.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/check.h"
+#include "models/model.h"
+
+namespace ember {
+
+namespace {
+std::string blk(int64_t l, const char* what) { return "blk." + std::to_string(l) + "." + what; }
+}  // namespace
+
+void kv_layout(int64_t layer, int64_t n_kv, int64_t pos, int64_t head_dim, std::vector<StateTensor>& out) {
+    out.push_back({blk(layer, "k"), {n_kv, pos, head_dim}, {}});
+    out.push_back({blk(layer, "v"), {n_kv, pos, head_dim}, {}});
+}
+
+void gdn_layout(int64_t layer, const DeltaNetShape& s, std::vector<StateTensor>& out) {
+    out.push_back({blk(layer, "conv"), {s.conv_kernel - 1, s.conv_dim()}, {}});
+    out.push_back({blk(layer, "S"), {s.heads.nv, s.heads.dk, s.heads.dv}, {}});
+}
+
+void copy_rows_out(const float* cache, int64_t groups, int64_t capacity, int64_t pos, int64_t d, float* dst) {
+    for (int64_t g = 0; g < groups; ++g)
+        std::memcpy(dst + g * pos * d, cache + g * capacity * d, static_cast<size_t>(pos * d) * sizeof(float));
+}
+
+void copy_rows_in(const float* src, int64_t groups, int64_t capacity, int64_t pos, int64_t d, float* cache) {
+    for (int64_t g = 0; g < groups; ++g)
+        std::memcpy(cache + g * capacity * d, src + g * pos * d, static_cast<size_t>(pos * d) * sizeof(float));
+}
+
+void kv_export(const KVCache& c, int64_t pos, StateTensor* t) {
+    EMBER_CHECK(pos <= c.capacity || pos == 0, "kv_export: pos %lld > capacity %lld", (long long)pos,
+                (long long)c.capacity);
+    for (int i = 0; i < 2; ++i) {
+        t[i].data.resize(static_cast<size_t>(c.n_kv * pos * c.head_dim));
+        if (pos > 0) copy_rows_out((i ? c.v : c.k).data(), c.n_kv, c.capacity, pos, c.head_dim, t[i].data.data());
+    }
+}
+
+void kv_import(KVCache& c, int64_t pos, const StateTensor* t) {
+    EMBER_CHECK(t[0].numel() == c.n_kv * pos * c.head_dim && t[1].numel() == t[0].numel(), "kv_import: sizes");
+    if (pos == 0) return;
+    c.ensure(pos);
+    copy_rows_in(t[0].data.data(), c.n_kv, c.capacity, pos, c.head_dim, c.k.data());
+    copy_rows_in(t[1].data.data(), c.n_kv, c.capacity, pos, c.head_dim, c.v.data());
+}
+
+void gdn_export(const DeltaNetState& s, StateTensor* t) {
+    t[0].data = s.conv;
+    t[1].data = s.S;
+}
+
+void gdn_import(DeltaNetState& s, const StateTensor* t) {
+    EMBER_CHECK(t[0].data.size() == s.conv.size() && t[1].data.size() == s.S.size(), "gdn_import: sizes");
+    s.conv = t[0].data;
+    s.S = t[1].data;
+}
+
+void Fingerprint::bytes(const void* p, size_t n) {
+    const auto* b = static_cast<const uint8_t*>(p);
+    for (size_t i = 0; i < n; ++i) h_ = (h_ ^ b[i]) * 0x100000001b3ull;
+}
+
+void Fingerprint::weight(const Weight& w) {
+    const int64_t fields[] = {static_cast<int64_t>(w.format), static_cast<int64_t>(w.dtype), w.rows, w.cols,
+                              w.bits, w.group_size, static_cast<int64_t>(w.sb_dtype),
+                              static_cast<int64_t>(w.ggml_type)};
+    for (int64_t f : fields) i64(f);
+    if (w.empty()) return;
+    const size_t n = static_cast<size_t>(std::min<int64_t>(64, w.row_bytes() * w.rows));
+    bytes(w.data, n);
+    const size_t sb = static_cast<size_t>(std::min<int64_t>(64, w.row_sb_bytes() * w.rows));
+    if (w.scales) bytes(w.scales, sb);
+    if (w.biases) bytes(w.biases, sb);
+}
+
+// The defaults of CausalLM's saved-session hooks (models/model.h): a model without them cannot save sessions.
+std::vector<StateTensor> CausalLM::state_layout(int64_t) const { return {}; }
+
+Expected<std::vector<StateTensor>> CausalLM::export_state(const ModelState&) const {
+    return errorf("saved sessions are not supported by this model (%s)", info().architecture.c_str());
+}
+
+Status CausalLM::import_state(ModelState&, int64_t, const std::vector<StateTensor>&) const {
+    return errorf("saved sessions are not supported by this model (%s)", info().architecture.c_str());
+}
+
+}  // namespace ember
