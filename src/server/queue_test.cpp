@@ -215,6 +215,48 @@ TEST(EngineQueue, ShutdownLetsShortJobsFinish) {
     EXPECT_EQ(end, JobEnd::LENGTH);
 }
 
+// A constraint that allows only even ids below 20 and is done after `n` tokens; it records what the queue told it.
+class EvenIds : public TokenConstraint {
+public:
+    explicit EvenIds(int n) : n_(n) {}
+    void fill_mask(uint32_t* w) override {
+        w[0] = 0;
+        w[1] = 0;
+        for (int v = 0; v < 20; v += 2) w[0] |= 1u << v;
+    }
+    Status accept(int32_t t) override {
+        if (t % 2 || t >= 20) return errorf("token %d is not allowed", t);
+        accepted.push_back(t);
+        return Status::ok();
+    }
+    bool done() const override { return int(accepted.size()) >= n_; }
+    void set_remaining(int64_t r) override { remaining.push_back(r); }
+    std::vector<int32_t> accepted;
+    std::vector<int64_t> remaining;
+
+private:
+    int n_;
+};
+
+TEST(EngineQueue, ConstraintMasksEveryTokenAndEndsTheJob) {
+    Rig r;
+    for (int n : {3, 100}) {
+        auto c = std::make_shared<EvenIds>(n);
+        JobSpec s = greedy({5}, 6);
+        s.sampling.temperature = 1.f;  // a spread: unmasked, odd ids would come up
+        s.sampling.seed = 11;
+        s.constraint = c;
+        auto job = r.submit(s);
+        JobEnd end;
+        const auto ids = drain(*job, &end);
+        EXPECT_EQ(ids, c->accepted);
+        EXPECT_EQ(int64_t(ids.size()), std::min<int64_t>(n, 6));
+        EXPECT_EQ(end, n == 3 ? JobEnd::COMPLETE : JobEnd::LENGTH);
+        ASSERT_EQ(c->remaining.size(), ids.size());
+        for (size_t i = 0; i < ids.size(); ++i) EXPECT_EQ(c->remaining[i], 6 - int64_t(i));
+    }
+}
+
 TEST(Metrics, PrometheusText) {
     Metrics m;
     m.ttft.observe(0.003);
