@@ -60,8 +60,9 @@ bool make_job(const ServerContext& ctx, std::vector<int32_t> prompt, const Gener
     return true;
 }
 
-bool attach_structured(ServerContext& ctx, const GenerationOptions& gen, JobSpec& spec, HttpResponse& error) {
-    auto c = structured_constraint(ctx.grammars, gen.structured);
+bool attach_structured(ServerContext& ctx, const GenerationOptions& gen, JobSpec& spec, HttpResponse& error,
+                       bool after_reasoning) {
+    auto c = structured_constraint(ctx.grammars, gen.structured, after_reasoning);
     if (!c) {
         error = error_response(400, "invalid structured output request: " + c.message(), "invalid_request_error",
                                gen.structured.contains("grammar") ? "grammar" : gen.structured.contains("json_schema")

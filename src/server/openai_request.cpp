@@ -183,6 +183,9 @@ bool read_messages(Fields& f, ojson& messages) {
             return f.fail(mf.error().message, mf.error().param);
         if (!out.contains("content") && !(role == "assistant" && out.contains("tool_calls")))
             return f.fail(strfmt("'%s.content' is required", where.c_str()), where + ".content");
+        // An assistant message of tool calls only (content null, as OpenAI clients send it): "" for the templates,
+        // which read message.content (llama-server does the same).
+        if (!out.contains("content")) out["content"] = "";
         if (!name.empty()) out["name"] = name;
         if (!tool_call_id.empty()) out["tool_call_id"] = tool_call_id;
         if (!reasoning.empty()) out["reasoning_content"] = reasoning;

@@ -56,7 +56,9 @@ bool make_job(const ServerContext& ctx, std::vector<int32_t> prompt, const Gener
               HttpResponse& error);
 // spec.constraint ← the grammar of the request's response_format / grammar / json_schema (none: unchanged); false
 // with a 400 carrying the compiler's message when the schema or grammar is invalid or unsupported.
-bool attach_structured(ServerContext& ctx, const GenerationOptions& gen, JobSpec& spec, HttpResponse& error);
+// after_reasoning: see structured_constraint().
+bool attach_structured(ServerContext& ctx, const GenerationOptions& gen, JobSpec& spec, HttpResponse& error,
+                       bool after_reasoning = false);
 // The job submitted, or a 503 (queue full: Retry-After; shutting down).
 std::shared_ptr<Job> submit_job(ServerContext& ctx, JobSpec job, HttpResponse& error);
 

@@ -39,6 +39,18 @@ Expected<std::shared_ptr<grammar::Grammar>> GrammarCache::get(
 }
 
 namespace {
+// g ← (text without "</think>") "</think>" [ \n]* g.
+Expected<std::optional<grammar::GrammarIR>> after_think(Expected<std::optional<grammar::GrammarIR>> ir, bool on) {
+    if (!ir || !on || !ir.value()) return ir;
+    grammar::GrammarIR& g = *ir.value();
+    EMBER_ASSIGN(int reasoning, grammar::text_without(g, "</think>"));
+    const int ws = g.star(g.bytes(grammar::ByteSet::of(' ') | grammar::ByteSet::of('\n')));
+    const int root = g.add_rule("after_reasoning");
+    g.define(root, g.seq({reasoning, g.literal("</think>"), ws, g.ref(g.root)}));
+    g.root = root;
+    return ir;
+}
+
 Expected<std::shared_ptr<GrammarConstraint>> constraint_for(Expected<std::shared_ptr<grammar::Grammar>> g) {
     if (!g) return g.status();
     if (!g.value()) return std::shared_ptr<GrammarConstraint>();
@@ -46,22 +58,23 @@ Expected<std::shared_ptr<GrammarConstraint>> constraint_for(Expected<std::shared
 }
 }  // namespace
 
-Expected<std::shared_ptr<GrammarConstraint>> structured_constraint(GrammarCache& cache, const ojson& structured) {
+Expected<std::shared_ptr<GrammarConstraint>> structured_constraint(GrammarCache& cache, const ojson& structured,
+                                                                   bool after_reasoning) {
     if (structured.empty()) return std::shared_ptr<GrammarConstraint>();
-    return constraint_for(cache.get("request " + dump_json(structured), [&] { return grammar::request_grammar(structured); }));
+    return constraint_for(cache.get(strfmt("request %d ", int(after_reasoning)) + dump_json(structured),
+                                    [&] { return after_think(grammar::request_grammar(structured), after_reasoning); }));
 }
 
 Expected<std::shared_ptr<GrammarConstraint>> tool_constraint(GrammarCache& cache, const ojson& tools,
                                                              const grammar::ToolChoice& choice, ToolSyntax f,
-                                                             bool parallel) {
+                                                             bool parallel, bool after_reasoning) {
     if (choice.kind == grammar::ToolChoice::NONE) return std::shared_ptr<GrammarConstraint>();
-    const std::string key = strfmt("tools %d %d %d %s ", int(choice.kind), int(f), int(parallel), choice.name.c_str()) +
-                            dump_json(tools);
-    return constraint_for(cache.get(key, [&]() -> Expected<std::optional<grammar::GrammarIR>> {
-        if (f == ToolSyntax::QWEN_XML) return xml_tool_call_grammar(tools, choice, parallel);
-        return grammar::tool_call_grammar(tools, choice,
-                                          f == ToolSyntax::QWEN_JSON ? grammar::ToolFormat::QWEN : grammar::ToolFormat::LLAMA3,
-                                          parallel);
+    const std::string key = strfmt("tools %d %d %d %d %s ", int(choice.kind), int(f), int(parallel),
+                                   int(after_reasoning), choice.name.c_str()) + dump_json(tools);
+    return constraint_for(cache.get(key, [&] {
+        if (f == ToolSyntax::QWEN_XML) return after_think(xml_tool_call_grammar(tools, choice, parallel), after_reasoning);
+        const auto jf = f == ToolSyntax::QWEN_JSON ? grammar::ToolFormat::QWEN : grammar::ToolFormat::LLAMA3;
+        return after_think(grammar::tool_call_grammar(tools, choice, jf, parallel), after_reasoning);
     }));
 }
 

@@ -38,12 +38,15 @@ private:
 
 // response_format / grammar / json_schema (GenerationOptions::structured) → a fresh constraint, null for none;
 // an error (the compiler's message) for an invalid or unsupported schema or grammar.
-Expected<std::shared_ptr<GrammarConstraint>> structured_constraint(GrammarCache& cache, const ojson& structured);
+// after_reasoning: the prompt opened a <think> block (Qwen3.5 with thinking on), so the grammar starts after free
+// reasoning text and "</think>" (and whitespace): the reasoning stays free and the content follows the grammar.
+Expected<std::shared_ptr<GrammarConstraint>> structured_constraint(GrammarCache& cache, const ojson& structured,
+                                                                   bool after_reasoning = false);
 // tool_choice required / named → the tool-call grammar; auto → calls that follow their schemas once they start;
 // none → null.
 Expected<std::shared_ptr<GrammarConstraint>> tool_constraint(GrammarCache& cache, const ojson& tools,
                                                              const grammar::ToolChoice& choice, ToolSyntax f,
-                                                             bool parallel);
+                                                             bool parallel, bool after_reasoning);
 
 // The tool-call syntax a chat template writes, from its source: <tool_call><function= XML (Qwen3-Coder / Qwen3.5),
 // <tool_call> JSON (Qwen2.5 / Qwen3 / Hermes), Llama 3.x JSON (<|python_tag|>, or ipython / "parameters" with

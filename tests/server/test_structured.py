@@ -85,7 +85,7 @@ def test_cut_by_max_tokens_is_length_but_parses(client):
 
 def test_invalid_schemas_and_grammars_are_400(client):
     cases = [
-        (dict(response_format=schema_format({"type": "frob"})), "response_format", "frob"),
+        (dict(response_format=schema_format({"type": "frob"})), "response_format", "matches nothing"),
         (dict(response_format=schema_format({"type": "object", "not": {"required": ["a"]}})), "response_format", "not"),
         (dict(response_format=schema_format({"$ref": "#/$defs/missing"})), "response_format", "missing"),
         (dict(response_format={"type": "json_schema", "json_schema": {"name": "x"}}), "response_format", "schema"),
@@ -101,16 +101,17 @@ def test_invalid_schemas_and_grammars_are_400(client):
         assert word in e.value.body["message"], e.value.body
 
 
-def deep_schema(n):
-    s = {"type": "integer"}
-    for _ in range(n):
-        s = {"type": "object", "properties": {"a": s}, "required": ["a"]}
-    return s
+def deep_schema_text(n):
+    """A schema nested n objects deep, as JSON text (deeper than Python's json module recurses)."""
+    return '{"type": "object", "properties": {"a": ' * n + '{"type": "integer"}' + "}}" * n
 
 
 def test_hostile_structured_requests_get_4xx(server):
+    deep = ('{"messages": [{"role": "user", "content": "x"}], "max_tokens": 2, "response_format": {"type": '
+            '"json_schema", "json_schema": {"name": "d", "schema": ' + deep_schema_text(3000) + "}}}").encode()
+    status, body = server.post("/v1/chat/completions", deep)
+    assert 400 <= status < 500 and body["error"]["message"], (status, body)
     bodies = [
-        {"response_format": schema_format(deep_schema(2000))},
         {"response_format": schema_format({"$ref": "#"})},
         {"response_format": schema_format({"$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"$ref": "#/$defs/a"}},
                                            "$ref": "#/$defs/a"})},
@@ -140,12 +141,13 @@ def test_hostile_structured_requests_get_4xx(server):
     assert status == 200
 
 
-# ---- tool calls (the Qwen3.5 fixture's random weights under a tool template: the grammar makes the calls) ----
+# ---- tool calls (the Qwen3.5 fixture's random weights under a tool template: the grammar makes the calls; the
+# Qwen3 template writes <tool_call> JSON, Llama 3.2 bare JSON, Qwen3.5 its <tool_call><function=...> XML) ----
 
 TOOLS = [
     {"type": "function", "function": {
         "name": "get_weather", "description": "Current weather of a city",
-        "parameters": {"type": "object", "properties": {"city": {"type": "string", "maxLength": 12},
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"},
                                                         "unit": {"enum": ["c", "f"]}},
                        "required": ["city", "unit"], "additionalProperties": False}}},
     {"type": "function", "function": {
@@ -164,7 +166,8 @@ def template_server(qwen35_dir, tmp_path_factory, template, name):
     return Server(d, "--max-seqs", "2", name=name)
 
 
-@pytest.fixture(scope="module", params=[("qwen3", "qwen"), ("llama-3.2-instruct", "llama3")], ids=lambda p: p[1])
+@pytest.fixture(scope="module", params=[("qwen3", "qwen"), ("llama-3.2-instruct", "llama3"),
+                                                      ("qwen3.5", "qwen35-xml")], ids=lambda p: p[1])
 def tool_client(request, qwen35_dir, tmp_path_factory):
     s = template_server(qwen35_dir, tmp_path_factory, request.param[0], "tools-" + request.param[1])
     yield openai.OpenAI(base_url=s.url + "/v1", api_key="unused", max_retries=0, timeout=300), s
@@ -239,3 +242,14 @@ def test_tools_refused_without_template_support(client, qwen35_dir):
     with pytest.raises(openai.BadRequestError) as e:  # SmolLM2's template renders no tools
         client.chat.completions.create(model="", messages=ASK, tools=TOOLS, max_tokens=4)
     assert e.value.body["param"] == "tools" and "tool support" in e.value.body["message"]
+
+
+def test_xml_form_refuses_string_constraints_it_cannot_enforce(tool_client):
+    client, server = tool_client
+    if "xml" not in server.log_path.name:
+        pytest.skip("the XML tool-call form only")
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {
+        "type": "object", "properties": {"s": {"type": "string", "maxLength": 3}}}}}]
+    with pytest.raises(openai.BadRequestError) as e:
+        client.chat.completions.create(model="", messages=ASK, tools=tools, tool_choice="required", max_tokens=4)
+    assert e.value.body["param"] == "tools" and "maxLength" in e.value.body["message"]
