@@ -209,8 +209,15 @@ bool EngineQueue::advance(Seq& s) {
         if (!finite_row(logits.value())) return fail("the model produced non-finite logits (broken weights?)");
         return sample(s, logits.value());
     }
-    if (model_.has_device_sampler() && s.spec.top_logprobs < 0 && !s.spec.constraint) {  // only the id crosses to the host
-        auto id = s.session->decode_sample(s.last, s.spec.sampling);
+    if (model_.has_device_sampler() && s.spec.top_logprobs < 0) {  // only the id crosses to the host
+        // A constraint's mask is filled on the host while the device runs the forward pass, applied there.
+        TokenConstraint* c = s.spec.constraint.get();
+        const int64_t remaining = s.spec.max_tokens - s.generated;
+        const TokenMaskFn mask = [c, remaining](uint32_t* w) {
+            c->set_remaining(remaining);
+            c->fill_mask(w);
+        };
+        auto id = s.session->decode_sample(s.last, s.spec.sampling, c ? &mask : nullptr);
         if (!id) return fail(id.message());
         return emit(s, nullptr, id.value());
     }

@@ -31,9 +31,9 @@ struct JobSpec {
     SamplingParams sampling;
     std::vector<int32_t> stop_ids;  // end-of-sequence ids: generation stops there (the id is not emitted)
     int top_logprobs = -1;          // −1: none (device sampling allowed); ≥ 0: logprobs from the host logits
-    // Structured output (a grammar matcher): every token is sampled under its mask, on the host-logits path
-    // (Session::decode_sample takes no mask yet); the job ends when it is done(). Used by the worker only while
-    // the job runs.
+    // Structured output (a grammar matcher): every token is sampled under its mask (on a device sampler the mask is
+    // filled while the forward pass runs); the job ends when it is done(). Used by the worker only while the job
+    // runs.
     std::shared_ptr<TokenConstraint> constraint;
 };
 

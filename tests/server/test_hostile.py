@@ -39,7 +39,7 @@ WRONG = {
                         {"type": "json_schema", "json_schema": {"name": "n", "schema": {"not": {}}}},
                         {"type": "json_schema", "json_schema": {"name": "n", "schema": {"$ref": "#/nowhere"}}},
                         {"type": "json_schema", "json_schema": {"name": "n", "schema": {"type": "string", "pattern": "(("}}}],
-    "grammar": [5, "root ::= ", "root ::= undefined", "root ::= root \"a\"", "x" * 300000],
+    "grammar": [5, "root ::= (", "root ::= undefined", "root ::= root \"a\"", "x" * 300000],
     "json_schema": [5, "s", {"type": 5}, {"type": "object", "properties": {"a": {"$ref": "#/x"}}}],
     "logit_bias": [{"1": 5}],
     "chat_template_kwargs": [5, "x", {"messages": []}, {"enable_thinking": "yes"}],
