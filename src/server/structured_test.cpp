@@ -52,6 +52,8 @@ TEST(StructuredRequest, MalformedShapesNameTheField) {
         {R"("tools": [{"type": "function", "function": {"name": "f"}}], "tool_choice": "always")", "tool_choice"},
         {R"("tools": [{"type": "function", "function": {"name": "f"}}], "tool_choice": {"type": "function", "function": {"name": "g"}})", "tool_choice"},
         {R"("tool_choice": "required")", "tool_choice"},
+        {R"("tools": [{"type": "function", "function": {"name": "f"}}], "tool_choice": {"type": 5})", "tool_choice"},
+        {R"("tools": [{"type": "function", "function": {"name": "f"}}], "tool_choice": {"type": "function", "function": {"name": 5}})", "tool_choice"},
         {R"("tools": [{"type": "function", "function": {"name": "f"}}], "response_format": {"type": "json_object"})", "response_format"},
     };
     for (const auto& [fields, param] : cases) {

@@ -225,7 +225,7 @@ Expected<std::optional<grammar::GrammarIR>> xml_tool_call_grammar(const ojson& t
         const std::string name = t["function"]["name"].get<std::string>();
         if (choice.kind == ToolChoice::NAMED && name != choice.name) continue;
         const ojson params = t["function"].value("parameters", ojson::object());
-        EMBER_REQUIRE(params.is_object() && params.value("type", "object") == "object",
+        EMBER_REQUIRE(params.is_object() && (!params.contains("type") || params["type"] == "object"),
                       "tool '%s': parameters must be an object schema for the XML tool-call form", name.c_str());
         for (const char* k : {"patternProperties", "anyOf", "oneOf", "allOf", "$ref", "not", "minProperties",
                               "maxProperties", "propertyNames"})

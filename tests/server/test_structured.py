@@ -129,6 +129,8 @@ def test_hostile_structured_requests_get_4xx(server):
         {"tools": [{"type": "function", "function": {"name": "f", "x": 1}}]},
         {"tools": [{"type": "function", "function": {"name": "f"}}], "response_format": {"type": "json_object"}},
         {"tool_choice": "required"},
+        {"tools": [{"type": "function", "function": {"name": "f"}}], "tool_choice": {"type": 5}},
+        {"tools": [{"type": "function", "function": {"name": "f"}}], "tool_choice": {"type": "function", "function": 5}},
         {"response_format": {"type": "json_object"}, "ignore_eos": True},
     ]
     for b in bodies:
