@@ -371,6 +371,22 @@ def server_request_seeds():
                          "tools": [], "n": 2},
         "tokenize_chat.json": {"messages": [{"role": "user", "content": "x"}], "add_generation_prompt": True},
         "detokenize.json": {"tokens": [1, 2, 3]},
+        "chat_tools.json": {"messages": [{"role": "user", "content": "w"},
+                                         {"role": "assistant", "content": None, "tool_calls": [
+                                             {"id": "c", "type": "function",
+                                              "function": {"name": "f", "arguments": "{\"a\":1}"}}]},
+                                         {"role": "tool", "tool_call_id": "c", "content": "2"}],
+                            "tools": [{"type": "function", "function": {
+                                "name": "f", "description": "d",
+                                "parameters": {"type": "object", "properties": {"a": {"type": "integer"}},
+                                               "required": ["a"]}}}],
+                            "tool_choice": {"type": "function", "function": {"name": "f"}},
+                            "parallel_tool_calls": False},
+        "chat_response_format.json": {"messages": [{"role": "user", "content": "j"}], "max_tokens": 8,
+                                      "response_format": {"type": "json_schema", "json_schema": {
+                                          "name": "p", "strict": True,
+                                          "schema": {"type": "object", "properties": {"n": {"type": "string"}}}}}},
+        "completion_grammar.json": {"prompt": "x", "grammar": "root ::= \"a\" | [0-9]+", "max_tokens": 4},
     }
     return {k: json.dumps(v, separators=(",", ":")).encode() for k, v in bodies.items()}
 

@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 CACHE="${EMBER_CACHE:-$HOME/.cache/ember}"
 VENV="$CACHE/venv-server"
-PKGS=(openai==3.57.0 pytest==9.2.0 selenium==4.51.0)
+PKGS=(openai==3.57.0 pytest==9.2.0 selenium==4.51.0 jsonschema==4.26.0)
 
 missing=()
 for p in chromium chromium-driver; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
@@ -16,7 +16,7 @@ if [ ${#missing[@]} -gt 0 ]; then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
-if ! "$VENV/bin/python" -c "import openai, pytest, selenium" 2>/dev/null; then
+if ! "$VENV/bin/python" -c "import openai, pytest, selenium, jsonschema" 2>/dev/null; then
   python3 -m venv "$VENV"
   "$VENV/bin/pip" install -q "${PKGS[@]}"
 fi

@@ -79,4 +79,7 @@ Expected<ToolChoice> parse_tool_choice(const nlohmann::ordered_json& v);
 Expected<std::optional<GrammarIR>> tool_call_grammar(const nlohmann::ordered_json& tools, const ToolChoice& choice,
                                                      ToolFormat f, bool parallel, const JsonSchemaOptions& opt = {});
 
+// Any UTF-8 text that does not contain `tag`, as an expression of g (the free text before a call).
+Expected<int> text_without(GrammarIR& g, std::string_view tag);
+
 }  // namespace ember::grammar

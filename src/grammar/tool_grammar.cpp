@@ -9,9 +9,7 @@
 
 namespace ember::grammar {
 
-namespace {
-
-// UTF-8 text that does not contain `tag`, as a DFA expression of g.
+// UTF-8 text that does not contain `tag`, as a DFA expression of g (tool_calls.h).
 Expected<int> text_without(GrammarIR& g, std::string_view tag) {
     GrammarIR lex;
     EMBER_ASSIGN(ByteDfa text, dfa_from_expr(lex, lex.star(utf8_expr(lex, cp_any()))));
@@ -20,8 +18,6 @@ Expected<int> text_without(GrammarIR& g, std::string_view tag) {
     EMBER_ASSIGN(ByteDfa d, dfa_intersect(text, dfa_complement(has)));
     return dfa_expr(g, std::move(d));
 }
-
-}  // namespace
 
 Expected<std::optional<GrammarIR>> tool_call_grammar(const ojson& tools, const ToolChoice& choice, ToolFormat f,
                                                      bool parallel, const JsonSchemaOptions& opt) {

@@ -56,10 +56,10 @@ Expected<std::vector<float>> Session::decode(int32_t token) {
     return out;
 }
 
-Expected<int32_t> Session::decode_sample(int32_t token, const SamplingParams& sp) {
+Expected<int32_t> Session::decode_sample(int32_t token, const SamplingParams& sp, const TokenMaskFn* mask) {
     pending_.clear();
     tokens_.push_back(token);
-    return model_.decode_sample(*state_, token, sp, tokens_);
+    return model_.decode_sample(*state_, token, sp, tokens_, mask);
 }
 
 Expected<GenerateStats> Session::generate(const std::vector<int32_t>& prompt, int64_t max_new,

@@ -55,7 +55,8 @@ public:
     Expected<std::vector<float>> decode(int32_t token);
     // One token through the decode path with the next token selected on the device (only when
     // model().has_device_sampler()): returns that token's id; no logits reach the host.
-    Expected<int32_t> decode_sample(int32_t token, const SamplingParams& sp);
+    // mask (optional): fills the selection's token mask (computed while the forward pass runs).
+    Expected<int32_t> decode_sample(int32_t token, const SamplingParams& sp, const TokenMaskFn* mask = nullptr);
 
     // Prefill the prompt, then sample up to max_new tokens; on_token(id) is called for each new token
     // (return false to stop). Stops on any id in stop_ids.

@@ -17,7 +17,7 @@ bool is_gguf(const std::string& p) {
 
 Expected<ChatFormatter> ChatFormatter::load(const std::string& model_path, const Tokenizer& tok) {
     ChatFormatter f;
-    std::string src;
+    std::string src, tools_src;
     if (is_gguf(model_path)) {
         EMBER_ASSIGN(auto g, GgufFile::open(model_path));
         EMBER_ASSIGN(src, chat_template_from_gguf(*g));
@@ -28,6 +28,7 @@ Expected<ChatFormatter> ChatFormatter::load(const std::string& model_path, const
         EMBER_ASSIGN(ModelChatTemplates t, load_model_chat_templates(model_path));
         if (!t.templates.empty()) {
             EMBER_ASSIGN(src, t.select(/*with_tools=*/false));
+            EMBER_ASSIGN(tools_src, t.select(/*with_tools=*/true));
         }
         f.special_ = t.special_tokens;
     }
@@ -37,12 +38,19 @@ Expected<ChatFormatter> ChatFormatter::load(const std::string& model_path, const
         f.tmpl_ = std::make_shared<const ChatTemplate>(std::move(t.value()));
         f.reasoning_ = src.find("<think>") != std::string::npos;
     }
+    if (!tools_src.empty() && tools_src != src) {
+        auto t = ChatTemplate::parse(tools_src);
+        if (!t) return t.status().with_context("the model's tool_use chat template");
+        f.tools_tmpl_ = std::make_shared<const ChatTemplate>(std::move(t.value()));
+    }
     return f;
 }
 
 Expected<std::string> ChatFormatter::render(const ojson& messages, bool add_generation_prompt,
-                                            const ojson& kwargs) const {
-    if (!tmpl_) {  // ChatML (Qwen's format), as `ember generate --chat` does for template-less models
+                                            const ojson& kwargs, const ojson& tools) const {
+    if (!tmpl_) {
+        // ChatML (Qwen's format), as `ember generate --chat` does for template-less models
+        EMBER_REQUIRE(tools.is_null(), "ChatML (no chat template) has no tool support");
         std::vector<ChatMessage> msgs;
         for (const auto& m : messages) {
             EMBER_REQUIRE(m.value("role", ojson()).is_string() && m.value("content", ojson()).is_string(),
@@ -54,8 +62,14 @@ Expected<std::string> ChatFormatter::render(const ojson& messages, bool add_gene
     }
     ojson extra = special_;
     for (auto it = kwargs.begin(); it != kwargs.end(); ++it) extra[it.key()] = it.value();
+    if (!tools.is_null()) extra["tools"] = tools;
     EMBER_ASSIGN(ojson ctx, chat_template_context(messages, add_generation_prompt, extra));
-    return tmpl_->render(ctx);
+    return (!tools.is_null() && tools_tmpl_ ? tools_tmpl_ : tmpl_)->render(ctx);
+}
+
+const std::string& ChatFormatter::tools_source() const {
+    static const std::string none;
+    return tools_tmpl_ ? tools_tmpl_->source() : tmpl_ ? tmpl_->source() : none;
 }
 
 std::vector<int32_t> encode_prompt(const Tokenizer& tok, const std::string& text) {

@@ -19,8 +19,12 @@ public:
     static Expected<ChatFormatter> load(const std::string& model_path, const Tokenizer& tok);
     // messages: [{"role", "content", ...}]; kwargs: extra template variables (enable_thinking, ...). Template
     // errors (raise_exception, bad syntax at render) come back as a Status.
+    // tools (an OpenAI tools array, or null): passed to the template as `tools`; a model directory's "tool_use"
+    // template is used when it has one (transformers' get_chat_template).
     Expected<std::string> render(const ojson& messages, bool add_generation_prompt,
-                                 const ojson& kwargs = ojson::object()) const;
+                                 const ojson& kwargs = ojson::object(), const ojson& tools = ojson()) const;
+    // The source of the template used with tools ("" for ChatML).
+    const std::string& tools_source() const;
     // The template writes "<think>" blocks (Qwen3 / Qwen3.5 / DeepSeek-R1 / QwQ style): replies are split into
     // reasoning and content.
     bool reasoning() const { return reasoning_; }
@@ -28,6 +32,7 @@ public:
 
 private:
     std::shared_ptr<const ChatTemplate> tmpl_;  // null → ChatML
+    std::shared_ptr<const ChatTemplate> tools_tmpl_;  // the "tool_use" template (null: tmpl_)
     ojson special_ = ojson::object();            // bos_token, eos_token, ...
     bool reasoning_ = false;
 };

@@ -2,11 +2,14 @@
 // context, submission, and reading a job through the reply pipeline.
 #include <algorithm>
 #include <chrono>
+#include <optional>
 #include <random>
 
+#include "server/grammar_constraint.h"
 #include "server/reply_text.h"
 #include "server/server.h"
 #include "server/sse.h"
+#include "server/tool_stream.h"
 
 namespace ember::server {
 
@@ -57,6 +60,19 @@ bool make_job(const ServerContext& ctx, std::vector<int32_t> prompt, const Gener
     return true;
 }
 
+bool attach_structured(ServerContext& ctx, const GenerationOptions& gen, JobSpec& spec, HttpResponse& error,
+                       bool after_reasoning) {
+    auto c = structured_constraint(ctx.grammars, gen.structured, after_reasoning);
+    if (!c) {
+        error = error_response(400, "invalid structured output request: " + c.message(), "invalid_request_error",
+                               gen.structured.contains("grammar") ? "grammar" : gen.structured.contains("json_schema")
+                                   ? "json_schema" : "response_format", "invalid_grammar");
+        return false;
+    }
+    if (c.value()) spec.constraint = std::move(c.value());
+    return true;
+}
+
 std::shared_ptr<Job> submit_job(ServerContext& ctx, JobSpec job, HttpResponse& error) {
     EngineQueue::Refusal why;
     auto j = ctx.queue.submit(std::move(job), &why);
@@ -96,7 +112,21 @@ GenerationResult run_generation(ServerContext& ctx, Job& job, const JobSpec& spe
     GenerationResult r;
     r.usage.prompt_tokens = int64_t(spec.prompt.size());
     ReplyText text(ctx.tok, gen.stop, reasoning, start_in_reasoning);
+    std::optional<ToolStream> tools;
+    if (gen.tool_syntax) tools.emplace(*gen.tool_syntax, gen.tools, new_id("call_") + "_");
     const bool with_logprobs = gen.top_logprobs >= 0;
+    // How the reply ended: a grammar closed early (out of tokens) reads as "length", a reply with tool calls as
+    // "tool_calls".
+    const auto* grammar = dynamic_cast<const GrammarConstraint*>(spec.constraint.get());
+    const auto end = [&](FinishReason fr) {
+        if (grammar && grammar->cut()) fr = FinishReason::LENGTH;
+        if (tools) {
+            for (const auto& c : tools->calls()) r.reply.tool_calls.push_back(c);
+            if (fr == FinishReason::STOP && !tools->calls().empty()) fr = FinishReason::TOOL_CALLS;
+        }
+        r.finish = fr;
+        return r;
+    };
     JobUpdate u;
     for (;;) {
         if (!job.wait(u, std::chrono::milliseconds(1000))) {
@@ -117,8 +147,12 @@ GenerationResult run_generation(ServerContext& ctx, Job& job, const JobSpec& spe
         }
         if (stopped) job.cancel();  // the worker drops it at its next step
         else if (u.end != JobEnd::RUNNING) text.finish(d);
+        if (tools) {
+            if (stopped || u.end != JobEnd::RUNNING) tools->finish(d);
+            else tools->push(d);
+        }
         if (u.end == JobEnd::EOS && !stopped) r.usage.completion_tokens++;  // the end-of-sequence token
-        const bool any = !d.content.empty() || !d.reasoning.empty() || !d.logprobs.empty();
+        const bool any = !d.content.empty() || !d.reasoning.empty() || !d.logprobs.empty() || !d.tool_calls.empty();
         if (any) {
             append(r.reply, d);
             if (on_delta && !on_delta(d)) {
@@ -127,8 +161,8 @@ GenerationResult run_generation(ServerContext& ctx, Job& job, const JobSpec& spe
                 return r;
             }
         }
-        if (stopped || u.end == JobEnd::EOS) return r.finish = FinishReason::STOP, r;
-        if (u.end == JobEnd::LENGTH) return r.finish = FinishReason::LENGTH, r;
+        if (stopped || u.end == JobEnd::EOS || u.end == JobEnd::COMPLETE) return end(FinishReason::STOP);
+        if (u.end == JobEnd::LENGTH) return end(FinishReason::LENGTH);
         if (u.end == JobEnd::CANCELLED) return r.cancelled = true, r;
         if (u.end == JobEnd::FAILED) return r.error = u.error, r;
     }

@@ -5,6 +5,7 @@
 
 #include "server/json_fields.h"
 #include "server/openai_types.h"
+#include "server/structured_request.h"
 
 namespace ember::server {
 
@@ -77,9 +78,12 @@ bool read_common(Fields& f, GenerationOptions& g) {
         !f.integer("seed", std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max(), seed) ||
         !f.boolean("stream", g.stream) || !f.boolean("return_tokens_as_token_ids", g.tokens_as_ids) ||
         !f.boolean("ignore_eos", g.ignore_eos) ||
-        !read_stop(f, g.stop))
+        !read_stop(f, g.stop) || !read_structured(f, g))
         return false;
     if (top_k) sp.top_k = *top_k < 0 ? 0 : static_cast<int>(*top_k);  // −1 (vLLM) and 0 (llama.cpp): off
+    if (g.ignore_eos && !g.structured.empty())
+        return f.fail("'ignore_eos' cannot be combined with structured output (the grammar decides the end)",
+                      "ignore_eos", "unsupported_parameter");
     if (seed) g.seed_given = true, sp.seed = static_cast<uint64_t>(*seed);
     if (const ojson* so = f.get("stream_options")) {
         if (!so->is_object()) return f.fail("'stream_options' must be an object", "stream_options");
@@ -96,13 +100,10 @@ bool read_common(Fields& f, GenerationOptions& g) {
            f.refuse("n", "only one choice per request (n = 1)", 1) &&
            f.refuse("best_of", "best_of > 1 is not implemented", 1) &&
            f.refuse("logit_bias", "logit_bias is not implemented", ojson::object()) &&
-           f.refuse("response_format", "structured output is not implemented yet", ojson{{"type", "text"}}) &&
-           f.refuse("guided_json", "structured output is not implemented yet") &&
-           f.refuse("guided_regex", "structured output is not implemented yet") &&
-           f.refuse("guided_choice", "structured output is not implemented yet") &&
-           f.refuse("guided_grammar", "structured output is not implemented yet") &&
-           f.refuse("grammar", "structured output is not implemented yet") &&
-           f.refuse("json_schema", "structured output is not implemented yet") &&
+           f.refuse("guided_json", "vLLM's guided_* fields are not implemented (use response_format)") &&
+           f.refuse("guided_regex", "vLLM's guided_* fields are not implemented (use response_format or grammar)") &&
+           f.refuse("guided_choice", "vLLM's guided_* fields are not implemented (use response_format)") &&
+           f.refuse("guided_grammar", "vLLM's guided_* fields are not implemented (use grammar)") &&
            f.refuse("min_tokens", "min_tokens is not implemented", 0);
 }
 
@@ -182,6 +183,9 @@ bool read_messages(Fields& f, ojson& messages) {
             return f.fail(mf.error().message, mf.error().param);
         if (!out.contains("content") && !(role == "assistant" && out.contains("tool_calls")))
             return f.fail(strfmt("'%s.content' is required", where.c_str()), where + ".content");
+        // An assistant message of tool calls only (content null, as OpenAI clients send it): "" for the templates,
+        // which read message.content (llama-server does the same).
+        if (!out.contains("content")) out["content"] = "";
         if (!name.empty()) out["name"] = name;
         if (!tool_call_id.empty()) out["tool_call_id"] = tool_call_id;
         if (!reasoning.empty()) out["reasoning_content"] = reasoning;
@@ -219,16 +223,17 @@ bool read_chat_body(Fields& f, ChatRequest& r) {
     g.max_tokens = max_completion_tokens ? max_completion_tokens : max_tokens;
     if (top_logprobs && !logprobs) return f.fail("'top_logprobs' requires 'logprobs': true", "top_logprobs");
     if (logprobs) g.top_logprobs = static_cast<int>(top_logprobs.value_or(0));
-    return f.refuse("tools", "tool calling is not implemented yet", ojson::array()) &&
-           f.refuse("tool_choice", "tool calling is not implemented yet", "none") &&
-           f.refuse("functions", "function calling is not implemented") &&
+    if (!read_tools(f, r)) return false;
+    if (!r.tools.is_null() && r.tool_choice.kind != grammar::ToolChoice::NONE && !g.structured.empty())
+        return f.fail("'response_format' / 'grammar' cannot be combined with tool calling", "response_format",
+                      "unsupported_parameter");
+    return f.refuse("functions", "function calling is not implemented") &&
            f.refuse("function_call", "function calling is not implemented", "none") &&
            f.refuse("audio", "audio output is not supported") &&
            f.refuse("modalities", "only text output", ojson::array({"text"})) &&
            f.refuse("prediction", "predicted outputs are not implemented") &&
            f.refuse("reasoning_effort", "reasoning effort is not implemented") &&
            f.refuse("web_search_options", "web search is not supported") &&
-           (f.ignore("parallel_tool_calls"), true) &&  // meaningful only with tools, which are refused
            f.no_unknown();
 }
 

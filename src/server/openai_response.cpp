@@ -35,7 +35,9 @@ std::string error_body(const ApiError& e) {
     return dump_json(j);
 }
 
-const char* finish_reason_name(FinishReason r) { return r == FinishReason::STOP ? "stop" : "length"; }
+const char* finish_reason_name(FinishReason r) {
+    return r == FinishReason::STOP ? "stop" : r == FinishReason::LENGTH ? "length" : "tool_calls";
+}
 
 std::string dump_json(const ojson& j) { return j.dump(-1, ' ', false, ojson::error_handler_t::replace); }
 
@@ -48,6 +50,10 @@ ojson usage_json(const Usage& u) {
 ojson chat_completion_json(const ResponseMeta& m, const ReplyDelta& reply, FinishReason fr, const Usage& u,
                            bool with_logprobs) {
     ojson msg = {{"role", "assistant"}, {"content", reply.content}};
+    if (!reply.tool_calls.empty()) {  // OpenAI: content null when the message is only tool calls
+        if (reply.content.find_first_not_of(" \t\r\n") == std::string::npos) msg["content"] = nullptr;
+        msg["tool_calls"] = reply.tool_calls;
+    }
     if (!reply.reasoning.empty()) msg["reasoning_content"] = reply.reasoning;
     ojson choice = {{"index", 0},
                     {"message", msg},
@@ -65,6 +71,7 @@ ojson chat_chunk_json(const ResponseMeta& m, const ReplyDelta* d, bool with_role
     if (with_role) delta["role"] = "assistant";
     if (d && !d->reasoning.empty()) delta["reasoning_content"] = d->reasoning;
     if (d && (!d->content.empty() || with_role)) delta["content"] = d->content;
+    if (d && !d->tool_calls.empty()) delta["tool_calls"] = d->tool_calls;
     ojson choice = {{"index", 0},
                     {"delta", delta},
                     {"logprobs", with_logprobs && d && !d->logprobs.empty() ? chat_logprobs(d->logprobs) : ojson()},

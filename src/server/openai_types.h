@@ -3,7 +3,7 @@
 //
 // Parsing is strict, because a parameter that is silently ignored gives a client a different result from the
 // one it asked for: every field is type-checked and range-checked, and any field that would change the result
-// and is not implemented (tools, response_format, n > 1, logit_bias, best_of, echo, ...) or is unknown is
+// and is not implemented (n > 1, logit_bias, best_of, echo, vLLM's guided_*, ...) or is unknown is
 // refused with an error naming it. Harmless metadata (user, metadata, store: false, service_tier) is accepted.
 // A JSON null counts as the field being absent (some clients send nulls for defaults).
 // The parsers never throw and never abort: any byte string gives a request or an ApiError.
@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "grammar/tool_calls.h"
 #include "ops/sampling/sampling.h"
 
 namespace ember::server {
@@ -34,6 +35,10 @@ struct ApiError {
 std::string error_body(const ApiError& e);
 ApiError bad_request(std::string message, std::string param = "", std::string code = "");
 
+// How a chat template writes tool calls: <tool_call> JSON (Qwen2.5 / Qwen3 / Hermes), Llama 3.x JSON, or the
+// <tool_call><function=...> XML of Qwen3-Coder / Qwen3.5.
+enum class ToolSyntax { QWEN_JSON, LLAMA3_JSON, QWEN_XML };
+
 // Parameters shared by chat and text completions.
 struct GenerationOptions {
     std::string model;                    // "" when the client gave none (the server's one model is used)
@@ -46,6 +51,12 @@ struct GenerationOptions {
     int top_logprobs = -1;                // −1: no logprobs; 0..20: the sampled token's logprob + that many
     bool tokens_as_ids = false;           // return_tokens_as_token_ids (vLLM): logprob tokens as "token_id:N"
     bool ignore_eos = false;              // ignore_eos (vLLM): generate max_tokens tokens (benchmarks)
+    // Structured output: the request's response_format / grammar / json_schema fields as given (shape-checked;
+    // compiled by server/structured.h), {} when none.
+    ojson structured = ojson::object();
+    // Set by the chat route when the reply may hold tool calls: their syntax, and the request's tools.
+    std::optional<ToolSyntax> tool_syntax;
+    ojson tools;
 };
 
 struct ChatRequest {
@@ -53,6 +64,9 @@ struct ChatRequest {
     ojson messages = ojson::array();  // normalised for the template: text parts joined, tool-call arguments parsed
     bool add_generation_prompt = true;
     ojson template_kwargs = ojson::object();  // chat_template_kwargs (enable_thinking, ...): template variables
+    ojson tools;                                // the OpenAI `tools` array (shape-checked), null when absent
+    grammar::ToolChoice tool_choice;            // auto unless given (none when there are no tools)
+    bool parallel_tool_calls = true;
 };
 
 struct CompletionRequest {
@@ -85,7 +99,7 @@ Expected<DetokenizeRequest> parse_detokenize_request(std::string_view body, ApiE
 
 // ---- responses ----
 
-enum class FinishReason { STOP, LENGTH };
+enum class FinishReason { STOP, LENGTH, TOOL_CALLS };
 const char* finish_reason_name(FinishReason r);
 
 struct Usage {
@@ -108,6 +122,9 @@ struct TokenLogprob {
 struct ReplyDelta {
     std::string content, reasoning;
     std::vector<TokenLogprob> logprobs;
+    // Tool calls: streamed, delta.tool_calls entries ({index, id, type, function: {name, arguments: ""}}, then
+    // {index, function: {arguments: piece}}); whole, message.tool_calls entries. Empty array: none.
+    ojson tool_calls = ojson::array();
 };
 
 struct ResponseMeta {

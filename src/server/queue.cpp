@@ -6,6 +6,7 @@
 
 #include <pthread.h>
 
+#include "ops/sampling/token_mask.h"
 #include "runtime/session.h"
 #include "server/logprobs.h"
 
@@ -65,6 +66,7 @@ struct EngineQueue::Seq {
     size_t prefilled = 0;
     int32_t last = -1;  // the last generated token, consumed by the next decode step
     int64_t generated = 0;
+    std::vector<uint32_t> mask;  // the constraint's mask row
 };
 
 EngineQueue::EngineQueue(const CausalLM& model, const QueueOptions& opt, Metrics& metrics)
@@ -192,7 +194,6 @@ bool EngineQueue::advance(Seq& s) {
         metrics_.cancelled++;
         return true;
     }
-    const int64_t V = model_.info().vocab_size;
     const auto fail = [&](const std::string& why) {
         s.job->publish(nullptr, JobEnd::FAILED, why);
         return true;
@@ -206,17 +207,40 @@ bool EngineQueue::advance(Seq& s) {
         metrics_.prompt_tokens += n;
         if (s.prefilled < s.spec.prompt.size()) return false;
         if (!finite_row(logits.value())) return fail("the model produced non-finite logits (broken weights?)");
-        return emit(s, logits->data(), s.sampler->sample(logits->data(), V, s.session->tokens()));
+        return sample(s, logits.value());
     }
     if (model_.has_device_sampler() && s.spec.top_logprobs < 0) {  // only the id crosses to the host
-        auto id = s.session->decode_sample(s.last, s.spec.sampling);
+        // A constraint's mask is filled on the host while the device runs the forward pass, applied there.
+        TokenConstraint* c = s.spec.constraint.get();
+        const int64_t remaining = s.spec.max_tokens - s.generated;
+        const TokenMaskFn mask = [c, remaining](uint32_t* w) {
+            c->set_remaining(remaining);
+            c->fill_mask(w);
+        };
+        auto id = s.session->decode_sample(s.last, s.spec.sampling, c ? &mask : nullptr);
         if (!id) return fail(id.message());
         return emit(s, nullptr, id.value());
     }
     auto logits = s.session->decode(s.last);
     if (!logits) return fail(logits.message());
     if (!finite_row(logits.value())) return fail("the model produced non-finite logits (broken weights?)");
-    return emit(s, logits->data(), s.sampler->sample(logits->data(), V, s.session->tokens()));
+    return sample(s, logits.value());
+}
+
+bool EngineQueue::sample(Seq& s, const std::vector<float>& logits) {
+    const int64_t V = model_.info().vocab_size;
+    const uint32_t* mask = nullptr;
+    if (TokenConstraint* c = s.spec.constraint.get()) {
+        s.mask.resize(size_t(token_mask_words(V)));
+        c->set_remaining(s.spec.max_tokens - s.generated);
+        c->fill_mask(s.mask.data());
+        if (token_mask_count(s.mask.data(), V) == 0) {
+            s.job->publish(nullptr, JobEnd::FAILED, "structured output: no token of the vocabulary can continue the text");
+            return true;
+        }
+        mask = s.mask.data();
+    }
+    return emit(s, logits.data(), s.sampler->sample(logits.data(), V, s.session->tokens(), mask));
 }
 
 bool EngineQueue::emit(Seq& s, const float* logits, int32_t id) {
@@ -226,6 +250,12 @@ bool EngineQueue::emit(Seq& s, const float* logits, int32_t id) {
     s.last_token = now;
     s.generated++;
     metrics_.generation_tokens++;
+    if (s.spec.constraint) {
+        if (Status st = s.spec.constraint->accept(id); !st.is_ok()) {
+            s.job->publish(nullptr, JobEnd::FAILED, "structured output: " + st.message());
+            return true;
+        }
+    }
     const auto& stop = s.spec.stop_ids;
     if (std::find(stop.begin(), stop.end(), id) != stop.end()) {
         metrics_.request_duration.observe(seconds(now - s.job->submitted_));
@@ -239,9 +269,10 @@ bool EngineQueue::emit(Seq& s, const float* logits, int32_t id) {
         t.logprob = lp.first;
         t.top = std::move(lp.second);
     }
-    const bool last = s.generated >= s.spec.max_tokens;
+    const bool complete = s.spec.constraint && s.spec.constraint->done();
+    const bool last = complete || s.generated >= s.spec.max_tokens;
     if (last) metrics_.request_duration.observe(seconds(now - s.job->submitted_));
-    s.job->publish(&t, last ? JobEnd::LENGTH : JobEnd::RUNNING);
+    s.job->publish(&t, complete ? JobEnd::COMPLETE : last ? JobEnd::LENGTH : JobEnd::RUNNING);
     s.last = id;
     return last;
 }

@@ -20,6 +20,7 @@
 
 #include "models/model.h"
 #include "ops/sampling/sampling.h"
+#include "runtime/session.h"
 #include "server/metrics.h"
 
 namespace ember::server {
@@ -30,6 +31,10 @@ struct JobSpec {
     SamplingParams sampling;
     std::vector<int32_t> stop_ids;  // end-of-sequence ids: generation stops there (the id is not emitted)
     int top_logprobs = -1;          // −1: none (device sampling allowed); ≥ 0: logprobs from the host logits
+    // Structured output (a grammar matcher): every token is sampled under its mask (on a device sampler the mask is
+    // filled while the forward pass runs); the job ends when it is done(). Used by the worker only while the job
+    // runs.
+    std::shared_ptr<TokenConstraint> constraint;
 };
 
 struct GeneratedToken {
@@ -38,7 +43,8 @@ struct GeneratedToken {
     std::vector<std::pair<int32_t, float>> top;   // the top_logprobs most likely (id, logprob), most likely first
 };
 
-enum class JobEnd { RUNNING, EOS, LENGTH, CANCELLED, FAILED };
+// EOS: an end-of-sequence token (not emitted); COMPLETE: the constraint allows nothing more after the last token.
+enum class JobEnd { RUNNING, EOS, COMPLETE, LENGTH, CANCELLED, FAILED };
 
 struct JobUpdate {
     std::vector<GeneratedToken> tokens;  // new since the last wait()
@@ -92,6 +98,7 @@ private:
     bool step(Seq& s);          // one step, timed; true when the job is over
     bool advance(Seq& s);       // the step itself
     bool emit(Seq& s, const float* logits, int32_t id);
+    bool sample(Seq& s, const std::vector<float>& logits);  // a host-logits selection (masked by the constraint)
 
     const CausalLM& model_;
     QueueOptions opt_;

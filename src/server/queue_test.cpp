@@ -5,6 +5,7 @@
 #include <cmath>
 #include <thread>
 
+#include "ops/sampling/token_mask.h"
 #include "server/logprobs.h"
 #include "server/queue.h"
 
@@ -213,6 +214,84 @@ TEST(EngineQueue, ShutdownLetsShortJobsFinish) {
     JobEnd end;
     EXPECT_EQ(drain(*a, &end), expected(3, 10));
     EXPECT_EQ(end, JobEnd::LENGTH);
+}
+
+// A constraint that allows only even ids below 20 and is done after `n` tokens; it records what the queue told it.
+class EvenIds : public TokenConstraint {
+public:
+    explicit EvenIds(int n) : n_(n) {}
+    void fill_mask(uint32_t* w) override {
+        w[0] = 0;
+        w[1] = 0;
+        for (int v = 0; v < 20; v += 2) w[0] |= 1u << v;
+    }
+    Status accept(int32_t t) override {
+        if (t % 2 || t >= 20) return errorf("token %d is not allowed", t);
+        accepted.push_back(t);
+        return Status::ok();
+    }
+    bool done() const override { return int(accepted.size()) >= n_; }
+    void set_remaining(int64_t r) override { remaining.push_back(r); }
+    std::vector<int32_t> accepted;
+    std::vector<int64_t> remaining;
+
+private:
+    int n_;
+};
+
+TEST(EngineQueue, ConstraintMasksEveryTokenAndEndsTheJob) {
+    Rig r;
+    for (int n : {3, 100}) {
+        auto c = std::make_shared<EvenIds>(n);
+        JobSpec s = greedy({5}, 6);
+        s.sampling.temperature = 1.f;  // a spread: unmasked, odd ids would come up
+        s.sampling.seed = 11;
+        s.constraint = c;
+        auto job = r.submit(s);
+        JobEnd end;
+        const auto ids = drain(*job, &end);
+        EXPECT_EQ(ids, c->accepted);
+        EXPECT_EQ(int64_t(ids.size()), std::min<int64_t>(n, 6));
+        EXPECT_EQ(end, n == 3 ? JobEnd::COMPLETE : JobEnd::LENGTH);
+        ASSERT_EQ(c->remaining.size(), ids.size());
+        for (size_t i = 0; i < ids.size(); ++i) EXPECT_EQ(c->remaining[i], 6 - int64_t(i));
+    }
+}
+
+// ToyLM with a "device" sampler: decode_sample() runs the forward pass, asks for the mask as a GPU model does, and
+// selects on the host (a Sampler over the masked logits): the queue's device path with a constraint.
+class DeviceToyLM : public ToyLM {
+public:
+    bool has_device_sampler() const override { return true; }
+    Expected<int32_t> decode_sample(ModelState& s, int32_t token, const SamplingParams& sp,
+                                    const std::vector<int32_t>& history, const TokenMaskFn* mask) const override {
+        std::vector<float> logits(size_t(info().vocab_size));
+        EMBER_TRY(forward(s, &token, 1, logits.data(), false));
+        std::vector<uint32_t> words(size_t(token_mask_words(info().vocab_size)), ~0u);
+        if (mask) (*mask)(words.data()), ++masks;
+        Sampler smp(sp);
+        return smp.sample(logits.data(), info().vocab_size, history, words.data());
+    }
+    mutable int masks = 0;
+};
+
+TEST(EngineQueue, ConstraintOnTheDeviceSamplerPath) {
+    DeviceToyLM lm;
+    Metrics m;
+    EngineQueue q(lm, {}, m);
+    auto c = std::make_shared<EvenIds>(100);
+    JobSpec s = greedy({5}, 6);
+    s.sampling.temperature = 1.f;
+    s.constraint = c;
+    EngineQueue::Refusal why;
+    auto job = q.submit(s, &why);
+    JobEnd end;
+    const auto ids = drain(*job, &end);
+    EXPECT_EQ(ids, c->accepted);  // accept() refused any odd id: the job would have failed
+    EXPECT_EQ(ids.size(), 6u);
+    EXPECT_EQ(end, JobEnd::LENGTH);
+    EXPECT_EQ(lm.masks, 5);  // the first token comes from the prefill's logits (host), the other 5 from decode_sample
+    EXPECT_EQ(c->remaining, (std::vector<int64_t>{6, 5, 4, 3, 2, 1}));
 }
 
 TEST(Metrics, PrometheusText) {

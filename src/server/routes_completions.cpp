@@ -15,6 +15,7 @@ HttpResponse completions(ServerContext& ctx, const HttpRequest& req) {
     HttpResponse error;
     if (!make_job(ctx, r.prompt_is_ids ? r.prompt_ids : encode_prompt(ctx.tok, r.prompt), r.gen, spec, error))
         return error;
+    if (!attach_structured(ctx, r.gen, spec, error)) return error;
     auto job = submit_job(ctx, spec, error);
     if (!job) return error;
     ResponseMeta meta{new_id("cmpl-"), ctx.model_id, unix_now()};

@@ -23,7 +23,8 @@ Expected<std::unique_ptr<Server>> Server::create(std::unique_ptr<CausalLM> model
     if (id.empty()) id = opt.model_path.empty() ? "ember" : std::filesystem::path(opt.model_path).filename().string();
     if (id.empty()) id = std::filesystem::path(opt.model_path).parent_path().filename().string();
     s->queue_ = std::make_unique<EngineQueue>(*s->model_, opt.queue, s->metrics_);
-    s->ctx_.reset(new ServerContext{*s->model_, *s->tok_, *s->chat_, *s->queue_, s->metrics_, id, ctx,
+    s->grammars_ = std::make_unique<GrammarCache>(*s->tok_, s->model_->info().vocab_size);
+    s->ctx_.reset(new ServerContext{*s->model_, *s->tok_, *s->chat_, *s->queue_, s->metrics_, *s->grammars_, id, ctx,
                                     opt.retry_after_s, unix_now()});
     s->http_ = std::make_unique<HttpServer>(opt.http, s->metrics_);
     add_chat_routes(*s->http_, *s->ctx_);

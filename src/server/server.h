@@ -12,6 +12,7 @@
 #include "server/http.h"
 #include "server/metrics.h"
 #include "server/queue.h"
+#include "server/structured.h"
 #include "tokenizer/tokenizer.h"
 
 namespace ember::server {
@@ -33,6 +34,7 @@ struct ServerContext {
     const ChatFormatter& chat;
     EngineQueue& queue;
     Metrics& metrics;
+    GrammarCache& grammars;
     std::string model_id;
     int64_t ctx = 0;
     int retry_after_s = 1;
@@ -52,6 +54,11 @@ void add_ui_routes(HttpServer& http, ServerContext& ctx);           // GET / (th
 // Checks the model name, the prompt ids and the context, and fills the job (seed drawn when none was given).
 bool make_job(const ServerContext& ctx, std::vector<int32_t> prompt, const GenerationOptions& gen, JobSpec& job,
               HttpResponse& error);
+// spec.constraint ← the grammar of the request's response_format / grammar / json_schema (none: unchanged); false
+// with a 400 carrying the compiler's message when the schema or grammar is invalid or unsupported.
+// after_reasoning: see structured_constraint().
+bool attach_structured(ServerContext& ctx, const GenerationOptions& gen, JobSpec& spec, HttpResponse& error,
+                       bool after_reasoning = false);
 // The job submitted, or a 503 (queue full: Retry-After; shutting down).
 std::shared_ptr<Job> submit_job(ServerContext& ctx, JobSpec job, HttpResponse& error);
 
@@ -106,6 +113,7 @@ private:
     std::unique_ptr<ChatFormatter> chat_;
     Metrics metrics_;
     std::unique_ptr<EngineQueue> queue_;
+    std::unique_ptr<GrammarCache> grammars_;
     std::unique_ptr<ServerContext> ctx_;
     std::unique_ptr<HttpServer> http_;
     std::atomic<bool> shut_{false};

@@ -192,7 +192,7 @@ def test_seeded_sampling_repeats(client):
 def test_refusals_name_the_parameter(client):
     base = dict(model="", messages=[{"role": "user", "content": "x"}], max_tokens=2)
     for extra, param in [(dict(tools=[{"type": "function", "function": {"name": "f", "parameters": {}}}]), "tools"),
-                         (dict(response_format={"type": "json_object"}), "response_format"),
+                         (dict(response_format={"type": "yaml"}), "response_format"),
                          (dict(n=2), "n"), (dict(logit_bias={"5": 1}), "logit_bias"),
                          (dict(extra_body={"frobnicate": True}), "frobnicate"),
                          (dict(temperature=3), "temperature")]:
