@@ -1,7 +1,7 @@
 // GPU tests of saved sessions (Session::save / load through CudaCausalLM::export_state / import_state): on the
 // committed hybrid and Llama fixtures, save → load → continue on the GPU equals the uninterrupted GPU run (logits
-// and device-sampled tokens), and a session saved on the CPU continues on the GPU and vice versa (GPU vs CPU
-// tolerance). Skips without a GPU.
+// and device-sampled tokens), and a session saved on the CPU continues on the GPU and vice versa (within twice the
+// uninterrupted GPU run's distance from the CPU). Skips without a GPU.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -90,9 +90,13 @@ TEST_P(SessionSaveCuda, RestoredEqualsUninterruptedAndCrossesBackends) {
         const auto gg = resumed(*gpu, *gpu, all, N, f), cg = resumed(*cpu, *gpu, all, N, f),
                    gc = resumed(*gpu, *cpu, all, N, f);
         for (size_t k = 0; k < 4; ++k) {
+            // Across backends the bar is the GPU path's own distance from the CPU on this fixture and row (the
+            // uninterrupted runs; up to 3.8e-4 on the fixtures), doubled, at least 1e-4: a state that did not
+            // transfer gives O(1) errors.
+            const double bar = std::max(1e-4, 2 * rel_err(want_gpu[k], want_cpu[k]));
             EXPECT_EQ(gg[k], want_gpu[k]) << "GPU → GPU, N=" << N << " row " << k;
-            EXPECT_LT(rel_err(cg[k], want_cpu[k]), 1e-4) << "CPU → GPU, N=" << N << " row " << k;
-            EXPECT_LT(rel_err(gc[k], want_cpu[k]), 1e-4) << "GPU → CPU, N=" << N << " row " << k;
+            EXPECT_LT(rel_err(cg[k], want_cpu[k]), bar) << "CPU → GPU, N=" << N << " row " << k;
+            EXPECT_LT(rel_err(gc[k], want_cpu[k]), bar) << "GPU → CPU, N=" << N << " row " << k;
         }
     }
 }
