@@ -22,7 +22,7 @@
 namespace ember::cuda {
 namespace {
 
-constexpr size_t kCublasWs = size_t(32) << 20;
+constexpr size_t kCublasWs = detail::kCublasWorkspace;
 constexpr size_t kPanelMax = size_t(64) << 20;
 
 size_t align256(size_t v) { return (v + 255) & ~size_t(255); }
@@ -126,6 +126,15 @@ cublasHandle_t cublas_thread_handle() {
     if (!c.h) CUBLAS_CHECK(cublasCreate(&c.h));
     return c.h;
 }
+
+cublasHandle_t cublas_bind(void* workspace, cudaStream_t stream, uint8_t** rest) {
+    uint8_t* ws = reinterpret_cast<uint8_t*>(align256(reinterpret_cast<uintptr_t>(workspace)));
+    cublasHandle_t h = cublas_thread_handle();
+    CUBLAS_CHECK(cublasSetStream(h, stream));  // (resets the workspace: set it after)
+    CUBLAS_CHECK(cublasSetWorkspace(h, ws, kCublasWorkspace));
+    *rest = ws + kCublasWorkspace;
+    return h;
+}
 }  // namespace detail
 
 size_t linear_gemm_workspace_bytes(const Weight& W, int64_t n) {
@@ -144,11 +153,8 @@ void linear_gemm(const Weight& W, const float* x, int64_t n, float* y, cudaStrea
     EMBER_CHECK(workspace_bytes >= linear_gemm_workspace_bytes(W, n),
                 "linear_gemm: workspace %zu bytes, needs %zu", workspace_bytes, linear_gemm_workspace_bytes(W, n));
     if (W.rows == 0) return;
-    uint8_t* ws = reinterpret_cast<uint8_t*>(align256(reinterpret_cast<uintptr_t>(workspace)));
-    cublasHandle_t h = detail::cublas_thread_handle();
-    CUBLAS_CHECK(cublasSetStream(h, stream));  // (resets the workspace: set it after)
-    CUBLAS_CHECK(cublasSetWorkspace(h, ws, kCublasWs));
-    ws += kCublasWs;
+    uint8_t* ws = nullptr;
+    cublasHandle_t h = detail::cublas_bind(workspace, stream, &ws);
     const float one = 1.0f, zero = 0.0f;
     const int m = int(W.rows), k = int(W.cols), nn = int(n);
     if (W.format == WeightFormat::DENSE && W.dtype == DType::F32) {

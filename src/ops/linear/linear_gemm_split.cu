@@ -19,7 +19,7 @@
 namespace ember::cuda {
 namespace {
 
-constexpr size_t kCublasWs = size_t(32) << 20;
+constexpr size_t kCublasWs = detail::kCublasWorkspace;
 constexpr size_t kPanelMax = size_t(64) << 20;
 
 size_t align256(size_t v) { return (v + 255) & ~size_t(255); }
@@ -233,11 +233,8 @@ void gemm_split(const Weight& W, const float* x, int64_t n, float* y, cudaStream
     EMBER_CHECK(workspace && workspace_bytes >= gemm_split_workspace_bytes(W, n),
                 "gemm_split: workspace %zu bytes, needs %zu", workspace_bytes, gemm_split_workspace_bytes(W, n));
     if (W.rows == 0) return;
-    uint8_t* ws = reinterpret_cast<uint8_t*>(align256(reinterpret_cast<uintptr_t>(workspace)));
-    cublasHandle_t h = detail::cublas_thread_handle();
-    CUBLAS_CHECK(cublasSetStream(h, stream));  // (resets the workspace: set it after)
-    CUBLAS_CHECK(cublasSetWorkspace(h, ws, kCublasWs));
-    ws += kCublasWs;
+    uint8_t* ws = nullptr;
+    cublasHandle_t h = detail::cublas_bind(workspace, stream, &ws);
     const int64_t K = W.cols;
     auto* xs = reinterpret_cast<__nv_bfloat16*>(ws);
     ws += align256(size_t(n) * size_t(K) * 6);
