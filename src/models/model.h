@@ -33,6 +33,14 @@ struct ModelState {
     int64_t pos = 0;  // tokens already consumed
 };
 
+// Many sequences in one pool of slots (the batched engine, CausalLM::new_batch): slot i holds one sequence's
+// whole state (KV cache, recurrent state, position); a batched step advances several slots by one token each.
+struct BatchState {
+    virtual ~BatchState() = default;
+    std::vector<int64_t> pos;  // tokens slot i has consumed (0: fresh or reset)
+    int64_t slots() const { return static_cast<int64_t>(pos.size()); }
+};
+
 // Facts for `ember info` and for the runtime's limits.
 struct ModelInfo {
     std::string architecture;       // e.g. "qwen3_5 (Qwen3_5ForConditionalGeneration)"
@@ -79,6 +87,26 @@ public:
     }
     virtual StepStats last_step_stats(const ModelState& state) const { return {}; }
 
+    // ---- batched engine (models/batch.cpp: the generic form, one forward() per row; CUDA: one graph per step) ----
+    // A pool of max_seqs sequence slots (device memory is taken when the first slot is used).
+    virtual Expected<std::unique_ptr<BatchState>> new_batch(int64_t max_seqs) const;
+    // Slot `slot` consumes n tokens at positions pos[slot] .. pos[slot]+n−1 (a prompt, chunked as needed);
+    // logits (when not null): [vocab] of the last token.
+    virtual Status batch_prefill(BatchState& b, int64_t slot, const int32_t* tokens, int64_t n, float* logits) const;
+    // One step of `rows` sequences: row r < rows feeds tokens[r] to slot slots[r] (distinct slots) and
+    // returns that row's next-token logits in logits[r·vocab ..] (logits: [rows, vocab]). A row's result does
+    // not depend on the other rows (up to the order of fp32 sums where the row count changes the kernels).
+    virtual Status batch_decode(BatchState& b, const int32_t* slots, const int32_t* tokens, int64_t rows,
+                                float* logits) const;
+    // The same step with greedy selection: ids[r] = argmax of row r's logits (CUDA: on the device, one graph
+    // launch and one host wait per step; only the ids cross).
+    virtual Status batch_decode_greedy(BatchState& b, const int32_t* slots, const int32_t* tokens, int64_t rows,
+                                       int32_t* ids) const;
+    // Frees a slot for a new sequence: its state is cleared and pos[slot] = 0.
+    virtual Status batch_reset(BatchState& b, int64_t slot) const;
+    // What the last batched step cost (CUDA: kernels of its graph, GPU µs); the generic form leaves it empty.
+    virtual StepStats last_batch_stats(const BatchState& b) const { return {}; }
+
     // ---- saved sessions (runtime/session_file.h; tensor layout: models/state_io.h) ----
     // The state tensors of a sequence at position pos (names and shapes, no data); empty: cannot save sessions.
     virtual std::vector<StateTensor> state_layout(int64_t pos) const;
@@ -92,6 +120,11 @@ public:
     virtual bool device_rng(const ModelState& state, uint64_t* seed, uint64_t* counter) const { return false; }
     virtual Status set_device_rng(ModelState& state, uint64_t seed, uint64_t counter) const { return Status::ok(); }
 };
+
+// The checks every batched step runs (models/batch.cpp): 1 ≤ rows ≤ slots, each row's slot in range and named
+// once, token ids in [0, vocab), room for one more token in each slot's context.
+Status batch_check_step(const BatchState& b, const int32_t* slots, const int32_t* tokens, int64_t rows,
+                        int64_t vocab, int64_t context);
 
 // How a model file is turned into a model.
 struct LoadOptions {

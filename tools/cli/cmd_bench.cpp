@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "args.h"
+#include "bench_batch.h"
 #include "commands.h"
 #include "common.h"
 #include "core/parallel.h"
@@ -37,6 +38,8 @@ void usage() {
         "  --device D    auto (default), cpu or cuda\n"
         "  -c N          context capacity (default 4096)\n"
         "  --threads N   CPU threads\n"
+        "  --batch B[,B...]  instead of pp/tg: the batched engine's aggregate decode at B streams (e.g. 1,8,32,64):\n"
+        "                B prompts of --batch-prompt tokens (default 128), then -n steps of all B rows, greedy\n"
         "%s"
         "  --kernels     instead: the decode-GEMV table (gemv_bench, built with -DEMBER_CUDA=ON next to this binary) and,\n"
         "                when python3 has torch, the peers on the same shapes (bench/peers/torch_int4.py: torch int4\n"
@@ -129,6 +132,8 @@ int cmd_bench(int argc, char** argv) {
     long tg = a.integer({"-n", "--n-gen"}, 128);
     long reps = a.integer({"-r", "--repetitions"}, 3), ctx = a.integer({"-c", "--ctx-size"}, 4096);
     long threads = a.integer({"--threads", "-t"}, 0);
+    const std::string batch_list = a.str({"--batch"});
+    const long batch_prompt = a.integer({"--batch-prompt"}, 128);
     const LoadOptions load = load_options(a);
     if (!a.error().empty()) return fail("bench", a.error());
     std::vector<long> pps;
@@ -141,12 +146,28 @@ int cmd_bench(int argc, char** argv) {
         if (n > 0) pps.push_back(n);
     }
     if (pp_list.empty()) return fail("bench", "-p: empty list");
+    std::vector<long> batches;
+    for (const std::string& v : split_list(batch_list)) {
+        char* end = nullptr;
+        errno = 0;
+        const long n = std::strtol(v.c_str(), &end, 10);
+        if (v.empty() || *end || errno || n < 1 || n > 4096)
+            return fail("bench", "--batch: '" + v + "' is not a stream count 1..4096 (a list such as 1,8,32,64)");
+        batches.push_back(n);
+    }
+    if (a.has({"--batch"}) && batches.empty()) return fail("bench", "--batch: empty list");
+    if (batch_prompt < 1 || batch_prompt > (1L << 20)) return fail("bench", "--batch-prompt must be 1..1048576");
+    if (!batches.empty() && tg < 1) return fail("bench", "--batch needs -n ≥ 1 decode steps");
     const long pp_max = pps.empty() ? 0 : *std::max_element(pps.begin(), pps.end());
     if (tg < 0 || reps < 1) return fail("bench", "-n must be ≥ 0, -r ≥ 1");
     if (threads > 0) set_num_threads(static_cast<int>(threads));
     if (models.empty() == synth.empty()) return fail("bench", "give -m MODEL[,MODEL...] or --synthetic NAME[,NAME...]");
     const std::string dev = load.q8_activations && device == "auto" ? "cpu" : resolve_device(device);
-    if (ctx < pp_max + tg + 1) ctx = pp_max + tg + 1;
+    if (!batches.empty()) {
+        if (ctx < batch_prompt + tg + 1) ctx = batch_prompt + tg + 1;
+    } else if (ctx < pp_max + tg + 1) {
+        ctx = pp_max + tg + 1;
+    }
 
     double bw = 0;
     std::string bw_what;
@@ -175,6 +196,10 @@ int cmd_bench(int argc, char** argv) {
         const ModelInfo& info = lm.info();
         const std::string label = is_synth ? name : info.architecture;
         const int64_t V = info.vocab_size;
+        if (!batches.empty()) {
+            if (bench_batch(lm, label, dev, batches, batch_prompt, tg, reps, bw) != 0) return 1;
+            continue;
+        }
         for (const long pp : pps) {
             std::vector<int32_t> prompt;
             for (long i = 0; i < pp; ++i) prompt.push_back(static_cast<int32_t>((i * 7919 + 13) % V));

@@ -70,9 +70,19 @@ void CudaCausalLM::lm_head(CudaState& s, const float* pending, const float* fina
         return;
     }
     const int64_t H = info_.hidden_size;
-    const int64_t rows = all_rows ? std::min<int64_t>(n, 8) : 1, first = all_rows ? 0 : n - 1;
+    const int64_t rows = s.rows_mode ? n : all_rows ? std::min<int64_t>(n, 8) : 1;
+    const int64_t first = s.rows_mode || all_rows ? 0 : n - 1;
     add_rmsnorm(s.x, pending, final_norm, s.xn, n, H, eps, s.stream);
     lin(s, head_, s.xn + first * H, rows, s.logits);
+}
+
+Status CudaCausalLM::pool_layer(CudaState& s, const DeviceAlloc& alloc, int64_t floats_per_slot, const char* what,
+                                float** base, int64_t* stride) {
+    const int64_t per = (floats_per_slot + 63) / 64 * 64;  // 256-byte aligned slots
+    EMBER_ASSIGN(void* p, alloc(size_t(per * s.slots) * sizeof(float), what));
+    *base = static_cast<float*>(p);
+    *stride = per;
+    return Status::ok();
 }
 
 void CudaCausalLM::prefer_fusable_uploads(const std::vector<const Weight*>& decode_weights) {
@@ -114,15 +124,23 @@ Status CudaCausalLM::allocate(CudaState& st) const {
         return s->bufs.back().get();
     };
     const int64_t L = info_.num_layers;
-    s->K.assign(L, nullptr); s->V = s->K; s->conv = s->K; s->S = s->K;
+    s->K0.assign(L, nullptr); s->V0 = s->K0; s->conv0 = s->K0; s->S0 = s->K0;
+    s->K = s->K0; s->V = s->K0; s->conv = s->K0; s->S = s->K0;
     EMBER_TRY(allocate_layers(*s, alloc));
+    s->select_slot(0);
     float** acts[] = {&s->x, &s->xn, &s->y, &s->t0, &s->t1, &s->t2, &s->t3, &s->t4};
     for (float** a : acts) {
         EMBER_ASSIGN(void* p, alloc(B * W * sizeof(float), "activations"));
         *a = static_cast<float*>(p);
     }
     void* p;
-    EMBER_ASSIGN(p, alloc(8 * V * sizeof(float), "logits")); s->logits = static_cast<float*>(p);
+    s->max_rows = std::max<int64_t>(s->max_rows, 8);
+    EMBER_ASSIGN(p, alloc(s->max_rows * V * sizeof(float), "logits")); s->logits = static_cast<float*>(p);
+    if (s->slots > 1) {
+        EMBER_ASSIGN(p, alloc(s->max_rows * 4 * sizeof(int32_t), "batch rows"));
+        s->rows_dev = static_cast<int32_t*>(p);
+        s->row_ids = s->rows_dev + 2 * s->max_rows;
+    }
     EMBER_ASSIGN(p, alloc(B * sizeof(int32_t), "token ids")); s->ids = static_cast<int32_t*>(p);
     EMBER_ASSIGN(p, alloc(8 * sizeof(int32_t), "position")); s->pos_dev = static_cast<int32_t*>(p);
     s->win_dev = s->pos_dev + 1;
@@ -134,10 +152,11 @@ Status CudaCausalLM::allocate(CudaState& st) const {
     s->lin_ws_bytes = lw;
     s->lin_ws = nullptr;
     if (lw) { EMBER_ASSIGN(s->lin_ws, alloc(lw, "linear workspace")); }
-    s->att_ws_bytes = attention_workspace(B);
+    s->att_ws_bytes = std::max(attention_workspace(B), s->slots > 1 ? attention_rows_workspace(s->max_rows) : 0);
     s->att_ws = nullptr;
     if (s->att_ws_bytes) { EMBER_ASSIGN(s->att_ws, alloc(s->att_ws_bytes, "attention workspace")); }
-    s->smp_ws_bytes = std::max(sample_workspace_bytes(V), argmax_workspace_bytes(V));
+    s->smp_ws_bytes = std::max({sample_workspace_bytes(V), argmax_workspace_bytes(V),
+                                argmax_rows_workspace_bytes(s->max_rows, V)});
     EMBER_ASSIGN(s->smp_ws, alloc(s->smp_ws_bytes, "sampler workspace"));
     CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&s->io), sizeof(StepIO)));
     *s->io = StepIO{};

@@ -63,6 +63,24 @@ struct CudaState : ModelState {
     bool have_params = false, seeded = false;
     SamplingParams params;
     int64_t counts_len = -1;
+    // Batched engine (cuda_batch.cpp). The layer caches hold `slots` sequences: slot i's at K0[l] + i·kv_slot
+    // floats (V0 likewise; conv0 + i·conv_slot, S0 + i·S_slot); K / V / conv / S point at one slot (slot 0 of a
+    // single-sequence state; the slot being prefilled in a batch). rows_mode: run() is a batched decode of n
+    // rows, row r = (slot, position) at rows_dev[2r], rows_dev[2r + 1]; logits [n, vocab] land in s.logits.
+    int64_t slots = 1, kv_slot = 0, conv_slot = 0, S_slot = 0;
+    std::vector<float*> K0, V0, conv0, S0;
+    int32_t* rows_dev = nullptr;
+    bool rows_mode = false;
+    int64_t max_rows = 8;       // logits rows s.logits holds (≥ 8)
+    int32_t* row_ids = nullptr;  // [max_rows] greedy ids of a batched step, then [max_rows] their logits (float)
+    void select_slot(int64_t i) {
+        for (size_t l = 0; l < K0.size(); ++l) {
+            K[l] = K0[l] ? K0[l] + i * kv_slot : nullptr;
+            V[l] = V0[l] ? V0[l] + i * kv_slot : nullptr;
+            conv[l] = conv0[l] ? conv0[l] + i * conv_slot : nullptr;
+            S[l] = S0[l] ? S0[l] + i * S_slot : nullptr;
+        }
+    }
     ~CudaState() override {
         for (auto& g : graphs) cudaGraphExecDestroy(g.second);
         if (ev0) cudaEventDestroy(ev0);
@@ -94,19 +112,35 @@ public:
     uint64_t weights_fingerprint() const override { return cpu_->weights_fingerprint(); }
     Expected<std::vector<StateTensor>> export_state(const ModelState& state) const override;
     Status import_state(ModelState& state, int64_t pos, const std::vector<StateTensor>& tensors) const override;
+    // Batched engine (cuda_batch.cpp): one pooled CudaState for every slot; a decode step is one graph launch
+    // (captured once per row count) with the greedy ids selected on the device.
+    Expected<std::unique_ptr<BatchState>> new_batch(int64_t max_seqs) const override;
+    Status batch_prefill(BatchState& b, int64_t slot, const int32_t* tokens, int64_t n, float* logits) const override;
+    Status batch_decode(BatchState& b, const int32_t* slots, const int32_t* tokens, int64_t rows,
+                        float* logits) const override;
+    Status batch_decode_greedy(BatchState& b, const int32_t* slots, const int32_t* tokens, int64_t rows,
+                               int32_t* ids) const override;
+    Status batch_reset(BatchState& b, int64_t slot) const override;
+    StepStats last_batch_stats(const BatchState& b) const override;
     bool device_rng(const ModelState& state, uint64_t* seed, uint64_t* counter) const override;
     Status set_device_rng(ModelState& state, uint64_t seed, uint64_t counter) const override;
 
 protected:
     // ---- per architecture ----
-    // Allocates the layer caches of a new state (s.K / s.V / s.conv / s.S, indexed by layer).
+    // Allocates the layer caches of a new state for s.slots sequences: s.K0 / s.V0 / s.conv0 / s.S0 (indexed by
+    // layer) and the per-slot strides s.kv_slot / s.conv_slot / s.S_slot (pool_layer() does both).
     virtual Status allocate_layers(CudaState& s, const DeviceAlloc& alloc) const = 0;
+    // One layer's pool: slots × floats_per_slot floats into *base; sets *stride.
+    static Status pool_layer(CudaState& s, const DeviceAlloc& alloc, int64_t floats_per_slot, const char* what,
+                             float** base, int64_t* stride);
     // Enqueues the forward pass of the n tokens in s.ids at position *s.pos_dev. Logits of the last row (or of
     // rows [0, min(n, 8)) when all_rows) land in s.logits; s.xn holds every row final-normed afterwards.
     virtual void run(CudaState& s, int64_t n, bool all_rows) const = 0;
     // Workspace bytes of the layers' linear and attention ops for calls of up to max_tokens tokens.
     virtual size_t linear_workspace(int64_t max_tokens) const = 0;
     virtual size_t attention_workspace(int64_t max_tokens) const = 0;
+    // Workspace of the attention op's batched decode of up to `rows` rows (0: no attention layers).
+    virtual size_t attention_rows_workspace(int64_t rows) const = 0;
     // y = x·Wᵀ for n rows with the state's workspace (n > 8: the GEMM in opt_.prefill_precision).
     void lin(CudaState& s, const Weight& w, const float* x, int64_t n, float* y) const;
     // Shared pieces of run(). Two ways to run a block, chosen by `fz` (= n == 1 && fuse_decode_):
@@ -151,6 +185,8 @@ private:
     void launch_decode(CudaState& s, int mode, bool first = true) const;  // capture (first time) and launch a decode
                                                                           // graph (first: starts the step's timing)
     void select(CudaState& s, int mode) const;         // penalties + argmax / sample + copy of the id
+    Status batch_step(BatchState& b, const int32_t* slots, const int32_t* tokens, int64_t rows,
+                      bool greedy) const;  // cuda_batch.cpp
 };
 
 // The GPU model for a loaded CPU model (backend/cuda/cuda_registry.cpp: one line per architecture).

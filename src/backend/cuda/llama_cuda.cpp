@@ -31,14 +31,15 @@ public:
 
 protected:
     Status allocate_layers(CudaState& s, const DeviceAlloc& alloc) const override {
-        const size_t kv = static_cast<size_t>(adims_.n_kv * adims_.capacity * adims_.head_dim) * sizeof(float);
+        const int64_t kv = adims_.n_kv * adims_.capacity * adims_.head_dim;
         for (size_t l = 0; l < layers_.size(); ++l) {
-            EMBER_ASSIGN(void* k, alloc(kv, "KV cache"));
-            EMBER_ASSIGN(void* v, alloc(kv, "KV cache"));
-            s.K[l] = static_cast<float*>(k);
-            s.V[l] = static_cast<float*>(v);
+            EMBER_TRY(pool_layer(s, alloc, kv, "KV cache", &s.K0[l], &s.kv_slot));
+            EMBER_TRY(pool_layer(s, alloc, kv, "KV cache", &s.V0[l], &s.kv_slot));
         }
         return Status::ok();
+    }
+    size_t attention_rows_workspace(int64_t rows) const override {
+        return gated_attention_rows_workspace_bytes(adims_, rows);
     }
     void run(CudaState& s, int64_t n, bool all_rows) const override;
     size_t linear_workspace(int64_t B) const override {
@@ -151,8 +152,12 @@ void CudaLlama::run(CudaState& s, int64_t n, bool all_rows) const {
                 add_bias(s.t2, L.v_bias, n, L.v.rows, st);
             }
         }
-        gated_attention_core(adims_, q, k, v, L.q_norm, L.k_norm, s.K[l], s.V[l], s.pos_dev, n, s.t3, s.att_ws,
-                             s.att_ws_bytes, st);
+        if (s.rows_mode)
+            gated_attention_decode_rows(adims_, q, k, v, L.q_norm, L.k_norm, s.K0[l], s.V0[l], s.slots, s.rows_dev, n,
+                                        s.t3, s.att_ws, s.att_ws_bytes, st);
+        else
+            gated_attention_core(adims_, q, k, v, L.q_norm, L.k_norm, s.K[l], s.V[l], s.pos_dev, n, s.t3, s.att_ws,
+                                 s.att_ws_bytes, st);
         pending = residual_linear(s, L.o, s.t3, n, fz);
         pending = swiglu_mlp(s, pending, L.ffn_norm, eps, L.gate_up, L.gate, L.up, L.down, n, I, fz);
     }

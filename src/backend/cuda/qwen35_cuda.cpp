@@ -47,6 +47,9 @@ protected:
     size_t attention_workspace(int64_t max_tokens) const override {
         return gated_attention_workspace_bytes(adims_, max_tokens);
     }
+    size_t attention_rows_workspace(int64_t rows) const override {
+        return gated_attention_rows_workspace_bytes(adims_, rows);
+    }
 
 private:
     const Qwen35& host() const { return static_cast<const Qwen35&>(*cpu_); }
@@ -125,18 +128,14 @@ Status CudaQwen35::init() {
 Status CudaQwen35::allocate_layers(CudaState& s, const DeviceAlloc& alloc) const {
     const Qwen35Config& c = host().config();
     const DeltaNetShape& g = host().delta_net_shape();
-    const size_t kv = static_cast<size_t>(adims_.n_kv * adims_.capacity * adims_.head_dim) * sizeof(float);
+    const int64_t kv = adims_.n_kv * adims_.capacity * adims_.head_dim;
     for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
         if (c.layer_types[l] == LayerType::FULL_ATTENTION) {
-            EMBER_ASSIGN(void* k, alloc(kv, "KV cache"));
-            EMBER_ASSIGN(void* v, alloc(kv, "KV cache"));
-            s.K[l] = static_cast<float*>(k);
-            s.V[l] = static_cast<float*>(v);
+            EMBER_TRY(pool_layer(s, alloc, kv, "KV cache", &s.K0[l], &s.kv_slot));
+            EMBER_TRY(pool_layer(s, alloc, kv, "KV cache", &s.V0[l], &s.kv_slot));
         } else {
-            EMBER_ASSIGN(void* cv, alloc((g.conv_kernel - 1) * g.conv_dim() * sizeof(float), "conv state"));
-            EMBER_ASSIGN(void* S, alloc(g.heads.nv * g.heads.dk * g.heads.dv * sizeof(float), "GDN state"));
-            s.conv[l] = static_cast<float*>(cv);
-            s.S[l] = static_cast<float*>(S);
+            EMBER_TRY(pool_layer(s, alloc, (g.conv_kernel - 1) * g.conv_dim(), "conv state", &s.conv0[l], &s.conv_slot));
+            EMBER_TRY(pool_layer(s, alloc, g.heads.nv * g.heads.dk * g.heads.dv, "GDN state", &s.S0[l], &s.S_slot));
         }
     }
     return Status::ok();
@@ -184,8 +183,12 @@ void CudaQwen35::run(CudaState& s, int64_t n, bool all_rows) const {
                 lin(L.k, s.xn, n, s.t1);  // [n, kv, d]
                 lin(L.v, s.xn, n, s.t2);
             }
-            gated_attention_core(adims_, q, k, v, L.q_norm, L.k_norm, s.K[l], s.V[l], s.pos_dev, n, s.t3, s.att_ws,
-                                 s.att_ws_bytes, st);
+            if (s.rows_mode)
+                gated_attention_decode_rows(adims_, q, k, v, L.q_norm, L.k_norm, s.K0[l], s.V0[l], s.slots,
+                                            s.rows_dev, n, s.t3, s.att_ws, s.att_ws_bytes, st);
+            else
+                gated_attention_core(adims_, q, k, v, L.q_norm, L.k_norm, s.K[l], s.V[l], s.pos_dev, n, s.t3,
+                                     s.att_ws, s.att_ws_bytes, st);
             pending = residual_linear(s, L.o, s.t3, n, fz);
         } else {
             const float *qkv = s.t0, *z = s.t1, *b = s.t2, *a = s.t4;
@@ -202,7 +205,11 @@ void CudaQwen35::run(CudaState& s, int64_t n, bool all_rows) const {
             }
             GdnDecodeArgs ga{qkv, z, a, b, L.conv, L.A_log, L.dt_bias, L.gnorm, s.conv[l], s.S[l], s.t3,
                              g.heads, static_cast<int>(g.conv_kernel), g.eps};
-            if (gated_delta_net_prefill_preferred(g.heads, ga.K, n))
+            if (s.rows_mode) {
+                ga.conv_state = s.conv0[l];
+                ga.S = s.S0[l];
+                gated_delta_net_step_rows(ga, s.rows_dev, s.conv_slot, s.S_slot, n, st);
+            } else if (gated_delta_net_prefill_preferred(g.heads, ga.K, n))
                 gated_delta_net_prefill(ga, n, s.lin_ws, s.lin_ws_bytes, st);
             else
                 gated_delta_net_step(ga, n, st);

@@ -70,6 +70,30 @@ __device__ __forceinline__ int64_t split_chunk(int64_t T, int n_splits) {
 
 __device__ __forceinline__ bool position_ok(int32_t pos0, int64_t pos, int64_t cap) { return pos0 >= 0 && pos < cap; }
 
+// Where token t of a call lives. One sequence (rows == nullptr): position *pos0_dev + t, caches at their base.
+// Batched decode (rows != nullptr): token t belongs to the sequence in slot rows[2t] at position rows[2t + 1],
+// whose caches start slot · slot_elems floats into the pools. A slot outside [0, n_slots) or a negative position
+// reads as position −1 (NaN output, nothing written).
+struct RowMap {
+    const int32_t* rows = nullptr;
+    int64_t slot_elems = 0;
+    int32_t n_slots = 0;
+};
+struct RowAt {
+    int32_t lo;     // position_ok's first argument: pos0 (one sequence) or the row's own position
+    int64_t pos;    // the token's position
+    int64_t base;   // float offset of the row's caches in the pools
+};
+__device__ __forceinline__ RowAt row_at(const RowMap& rm, const int32_t* pos0_dev, int t) {
+    if (!rm.rows) {
+        const int32_t p0 = *pos0_dev;
+        return {p0, int64_t(p0) + t, 0};
+    }
+    const int32_t slot = rm.rows[2 * t], p = rm.rows[2 * t + 1];
+    const bool ok = slot >= 0 && slot < rm.n_slots;
+    return {ok ? p : -1, ok ? int64_t(p) : -1, ok ? int64_t(slot) * rm.slot_elems : 0};
+}
+
 // sigmoid(kNoGate) = 1 exactly (expf(−inf) = 0): the ungated layers reuse the gated epilogue unchanged.
 constexpr float kNoGate = __builtin_huge_valf();
 __device__ __forceinline__ float sigmoidf_(float x) { return 1.0f / (1.0f + expf(-x)); }
@@ -89,14 +113,17 @@ __global__ void __launch_bounds__(prologue_threads<D>())
                 const float* __restrict__ k_norm,  // [D]
                 float* __restrict__ Kc, float* __restrict__ Vc,  // [G, cap, D]
                 float* __restrict__ q_out,         // [n, H, D]
-                const int32_t* __restrict__ pos0_dev, int H, int G, int64_t cap, int half, int q_stride,
-                const __grid_constant__ RopeFreq rf, float eps) {
+                const int32_t* __restrict__ pos0_dev, const RowMap rm, int H, int G, int64_t cap, int half,
+                int q_stride, const __grid_constant__ RopeFreq rf, float eps) {
     pdl_trigger();  // attn_split may be scheduled as our blocks retire
     pdl_wait();
     __shared__ float row[D];
     const int t = blockIdx.y, hh = blockIdx.x, c = threadIdx.x;
-    const int32_t pos0 = *pos0_dev;
-    const int64_t pos = int64_t(pos0) + t;
+    const RowAt ra = row_at(rm, pos0_dev, t);
+    const int32_t pos0 = ra.lo;
+    const int64_t pos = ra.pos;
+    Kc += ra.base;
+    Vc += ra.base;
     const bool is_q = hh < H;
     const int g = hh - H;
     const float* src = is_q ? qg + (int64_t(t) * H + hh) * q_stride : k + (int64_t(t) * G + g) * D;
@@ -142,8 +169,8 @@ __global__ void __launch_bounds__(kThreads)
                const float* __restrict__ Kc,      // [G, cap, D]
                const float* __restrict__ Vc,      // [G, cap, D]
                const float* __restrict__ qg,      // [n, H, 2, D] (gate half), or nullptr: no output gate
-               const int32_t* __restrict__ pos0_dev, int H, int G, int n_sub, int64_t cap, int n_splits,
-               float q_scale,                     // d^-0.5 · log2(e): scores in base 2
+               const int32_t* __restrict__ pos0_dev, const RowMap rm, int H, int G, int n_sub, int64_t cap,
+               int n_splits, float q_scale,                     // d^-0.5 · log2(e): scores in base 2
                float* __restrict__ part_acc,      // [n_splits, H, D]   decode only
                float* __restrict__ part_ml,       // [n_splits, H, 2]   (running max, Σ) decode only
                float* __restrict__ out) {         // [n, H, D]
@@ -166,8 +193,14 @@ __global__ void __launch_bounds__(kThreads)
     const int split = blockIdx.x, g = blockIdx.y / n_sub, sub = blockIdx.y % n_sub, tok = blockIdx.z;
     const int R = H / G, r0 = sub * kRMax, nr = R - r0 < kRMax ? R - r0 : kRMax;
     const int h0 = g * R + r0;  // first query head of this block
-    const int32_t pos0 = *pos0_dev;
-    const int64_t pos = int64_t(pos0) + tok;
+    const RowAt ra = row_at(rm, pos0_dev, tok);
+    const int32_t pos0 = ra.lo;
+    const int64_t pos = ra.pos;
+    Kc += ra.base;
+    Vc += ra.base;
+    // Each token's split partials (only batched decode has more than one token with more than one split).
+    part_acc += int64_t(tok) * n_splits * H * D;
+    part_ml += int64_t(tok) * n_splits * H * 2;
     if (!position_ok(pos0, pos, cap)) {  // the caller broke pos0 + n ≤ capacity: NaN, no reads
         if (split == 0)
             for (int i = tid; i < nr * D; i += kThreads) out[(int64_t(tok) * H + h0) * D + i] = __int_as_float(0x7fc00000);
@@ -316,8 +349,8 @@ constexpr int combine_cols(int D) { return D < kCombineCols ? D : D % kCombineCo
 template <int D>
 __global__ void __launch_bounds__(kCombineThreads)
     attn_combine(const float* __restrict__ part_acc, const float* __restrict__ part_ml,
-                 const float* __restrict__ qg, const int32_t* __restrict__ pos0_dev, int H, int64_t cap,
-                 int n_splits, float* __restrict__ out) {
+                 const float* __restrict__ qg, const int32_t* __restrict__ pos0_dev, const RowMap rm, int H,
+                 int64_t cap, int n_splits, float* __restrict__ out) {
     pdl_trigger();  // the output projection's GEMV may prefetch its weights
     pdl_wait();
     constexpr int kC4 = combine_cols(D) / 4, kGroups = kCombineThreads / kC4, kU = 8;
@@ -325,9 +358,14 @@ __global__ void __launch_bounds__(kCombineThreads)
     __shared__ __align__(16) float4 red_s[kGroups][kC4];
     const int h = blockIdx.x, tid = threadIdx.x, c4 = tid % kC4, grp = tid / kC4;
     const int col4 = blockIdx.y * kC4 + c4;  // float4 column within the head
-    const int32_t pos0 = *pos0_dev;
-    if (!position_ok(pos0, pos0, cap)) return;  // attn_split wrote NaN
-    const int64_t T = int64_t(pos0) + 1;
+    const int tok = blockIdx.z;                // batched decode: one token per row, else 0
+    const RowAt ra = row_at(rm, pos0_dev, tok);
+    if (!position_ok(ra.lo, ra.pos, cap)) return;  // attn_split wrote NaN
+    const int64_t T = ra.pos + 1;
+    part_acc += int64_t(tok) * n_splits * H * D;
+    part_ml += int64_t(tok) * n_splits * H * 2;
+    if (qg) qg += int64_t(tok) * H * 2 * D;
+    out += int64_t(tok) * H * D;
     const int64_t chunk = split_chunk(T, n_splits);
     const int n_live = static_cast<int>((T + chunk - 1) / chunk);
     if (n_live <= 1) return;  // attn_split wrote the output
@@ -387,14 +425,15 @@ struct Layout {
 
 size_t align256(size_t x) { return (x + 255) / 256 * 256; }
 
-// q [n, H, D], then for n == 1 the decode partials, for n > 1 the prefill workspace (attention_prefill.h).
-Layout layout(const GatedAttentionDims& d, int64_t n_tokens) {
-    const int64_t splits = gated_attention_decode_splits(d);
+// q [n, H, D], then for n == 1 the decode partials, for n > 1 the prefill workspace (attention_prefill.h);
+// batched decode (rows): the partials of every row, [n, splits, H, D] and [n, splits, H, 2].
+Layout layout(const GatedAttentionDims& d, int64_t n_tokens, bool rows = false) {
+    const int64_t splits = rows ? n_tokens * gated_attention_rows_splits(d, n_tokens) : gated_attention_decode_splits(d);
     Layout L;
     L.q_off = 0;
     L.acc_off = align256(size_t(n_tokens * d.n_heads * d.head_dim) * sizeof(float));
     L.prefill_off = L.acc_off;
-    if (n_tokens > 1) {
+    if (n_tokens > 1 && !rows) {
         L.ml_off = L.acc_off;
         L.total = L.prefill_off + align256(detail::prefill_workspace_bytes(d, n_tokens));
     } else {
@@ -407,8 +446,8 @@ Layout layout(const GatedAttentionDims& d, int64_t n_tokens) {
 // per_token: the n > 1 path of attn_split with one split per token (CUDA cores) instead of attention_prefill.
 template <int D>
 void launch(const GatedAttentionDims& d, const float* qg, const float* k, const float* v, const float* q_norm,
-            const float* k_norm, float* Kc, float* Vc, const int32_t* pos0_dev, int64_t n, float* out, char* ws,
-            const Layout& L, cudaStream_t st, bool per_token) {
+            const float* k_norm, float* Kc, float* Vc, const int32_t* pos0_dev, const RowMap& rm, int64_t n,
+            float* out, char* ws, const Layout& L, cudaStream_t st, bool per_token) {
     const int H = static_cast<int>(d.n_heads), G = static_cast<int>(d.n_kv);
     RopeFreq rf{};
     rope_inv_freq(d.rot_dim, d.rope_theta, rf.inv_freq);
@@ -421,26 +460,33 @@ void launch(const GatedAttentionDims& d, const float* qg, const float* k, const 
     float* part_ml = reinterpret_cast<float*>(ws + L.ml_off);
 
     launch_pdl(qk_prologue<D>, dim3(unsigned(H + G), unsigned(n)), dim3(prologue_threads<D>()), 0, st, 0, qg, k, v,
-               q_norm, k_norm, Kc, Vc, q_ws, pos0_dev, H, G, d.capacity, int(d.rot_dim / 2), int(d.gated ? 2 * D : D),
-               rf, d.eps);
+               q_norm, k_norm, Kc, Vc, q_ws, pos0_dev, rm, H, G, d.capacity, int(d.rot_dim / 2),
+               int(d.gated ? 2 * D : D), rf, d.eps);
 
-    if (n > 1 && !per_token) {
+    if (n > 1 && !per_token && !rm.rows) {
         detail::attention_prefill(d, q_ws, gate, Kc, Vc, pos0_dev, n, out, ws + L.prefill_off, st);
         return;
     }
     const int R = H / G, n_sub = (R + kRMax - 1) / kRMax;
-    const int n_splits = n == 1 ? static_cast<int>(gated_attention_decode_splits(d)) : 1;
+    const int n_splits = rm.rows ? static_cast<int>(gated_attention_rows_splits(d, n))
+                         : n == 1 ? static_cast<int>(gated_attention_decode_splits(d))
+                                  : 1;
     const float q_scale = (d.score_mul / std::sqrt(static_cast<float>(D))) * kLog2e;
     launch_pdl(attn_split<D>, dim3(unsigned(n_splits), unsigned(G * n_sub), unsigned(n)), dim3(kThreads), 0, st, 0,
-               q_ws, Kc, Vc, gate, pos0_dev, H, G, n_sub, d.capacity, n_splits, q_scale, part_acc, part_ml, out);
+               q_ws, Kc, Vc, gate, pos0_dev, rm, H, G, n_sub, d.capacity, n_splits, q_scale, part_acc, part_ml, out);
     if (n_splits > 1)
-        launch_pdl(attn_combine<D>, dim3(unsigned(H), unsigned(D / combine_cols(D))), dim3(kCombineThreads), 0, st, 0,
-                   part_acc, part_ml, gate, pos0_dev, H, d.capacity, n_splits, out);
+        launch_pdl(attn_combine<D>, dim3(unsigned(H), unsigned(D / combine_cols(D)), unsigned(rm.rows ? n : 1)),
+                   dim3(kCombineThreads), 0, st, 0, part_acc, part_ml, gate, pos0_dev, rm, H, d.capacity, n_splits, out);
 }
 
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
 }  // namespace
+
+int64_t gated_attention_rows_splits(const GatedAttentionDims& d, int64_t n_rows) {
+    const int64_t s = gated_attention_decode_splits(d);
+    return n_rows <= 1 ? s : std::max<int64_t>(1, (s + n_rows - 1) / n_rows);
+}
 
 int64_t gated_attention_decode_splits(const GatedAttentionDims& d) {
     EMBER_CHECK(d.n_kv > 0 && d.n_heads % d.n_kv == 0 && d.capacity > 0, "bad attention dims");
@@ -474,7 +520,7 @@ namespace {
 
 void core(const GatedAttentionDims& d, const float* qg, const float* k, const float* v, const float* q_norm,
           const float* k_norm, float* K_cache, float* V_cache, const int32_t* pos0_dev, int64_t n, float* out,
-          void* workspace, size_t workspace_bytes, cudaStream_t stream, bool per_token) {
+          void* workspace, size_t workspace_bytes, cudaStream_t stream, bool per_token, const RowMap& rm = {}) {
     EMBER_CHECK(d.n_kv > 0 && d.n_heads > 0 && d.n_heads % d.n_kv == 0, "n_heads %lld, n_kv %lld",
                 (long long)d.n_heads, (long long)d.n_kv);
     EMBER_CHECK(gated_attention_head_dim_supported(d.head_dim), "head_dim %lld (16, 32, 64, 96, 128 or 256)",
@@ -486,13 +532,13 @@ void core(const GatedAttentionDims& d, const float* qg, const float* k, const fl
     EMBER_CHECK(aligned16(K_cache) && aligned16(V_cache) && aligned16(workspace) && aligned16(qg) && aligned16(out),
                 "attention: K/V cache, workspace, qg and out must be 16-byte aligned");
     if (n == 0) return;
-    const Layout L = layout(d, n);
+    const Layout L = layout(d, n, rm.rows != nullptr);
     EMBER_CHECK(workspace_bytes >= L.total, "attention workspace %zu bytes < %zu", workspace_bytes, L.total);
     char* ws = static_cast<char*>(workspace);
     switch (d.head_dim) {
 #define EMBER_ATTN_CASE(DIM)                                                                                    \
     case DIM:                                                                                                  \
-        launch<DIM>(d, qg, k, v, q_norm, k_norm, K_cache, V_cache, pos0_dev, n, out, ws, L, stream, per_token); \
+        launch<DIM>(d, qg, k, v, q_norm, k_norm, K_cache, V_cache, pos0_dev, rm, n, out, ws, L, stream, per_token); \
         break;
         EMBER_ATTN_CASE(16)
         EMBER_ATTN_CASE(32)
@@ -511,6 +557,24 @@ void gated_attention_core(const GatedAttentionDims& d, const float* qg, const fl
                           const int32_t* pos0_dev, int64_t n, float* out, void* workspace, size_t workspace_bytes,
                           cudaStream_t stream) {
     core(d, qg, k, v, q_norm, k_norm, K_cache, V_cache, pos0_dev, n, out, workspace, workspace_bytes, stream, false);
+}
+
+size_t gated_attention_rows_workspace_bytes(const GatedAttentionDims& d, int64_t max_rows) {
+    size_t most = 0;
+    for (int64_t n = 1; n <= max_rows; ++n) most = std::max(most, layout(d, n, true).total);
+    return most;
+}
+
+void gated_attention_decode_rows(const GatedAttentionDims& d, const float* qg, const float* k, const float* v,
+                                 const float* q_norm, const float* k_norm, float* K_pool, float* V_pool,
+                                 int64_t n_slots, const int32_t* rows_dev, int64_t n, float* out, void* workspace,
+                                 size_t workspace_bytes, cudaStream_t stream) {
+    EMBER_CHECK(n_slots > 0 && n_slots <= INT32_MAX && rows_dev, "attention rows: %lld slots", (long long)n_slots);
+    RowMap rm;
+    rm.rows = rows_dev;
+    rm.slot_elems = d.n_kv * d.capacity * d.head_dim;
+    rm.n_slots = static_cast<int32_t>(n_slots);
+    core(d, qg, k, v, q_norm, k_norm, K_pool, V_pool, nullptr, n, out, workspace, workspace_bytes, stream, false, rm);
 }
 
 namespace detail {

@@ -84,4 +84,20 @@ void gated_attention_core(const GatedAttentionDims& dims, const float* qg, const
                           const int32_t* pos0_dev, int64_t n, float* out, void* workspace, size_t workspace_bytes,
                           cudaStream_t stream);
 
+// ---- batched decode: many sequences, one token each ----------------------------------------------------------
+// Row r < n is the next token of the sequence in slot rows_dev[2r] at position rows_dev[2r + 1] (device int32
+// pairs, read when the kernels run: graph-capturable with the rows rewritten between replays). That sequence's
+// caches are K_pool / V_pool + slot · n_kv · capacity · d floats ([n_kv, capacity, d] each, as above). Same math
+// as gated_attention_core with n = 1 on that slot's caches; the key splits per row are
+// gated_attention_rows_splits(d, n) (fewer than a single decode's, so that n rows fill the GPU about as one
+// does), so a row's output equals the single-sequence call up to the order of the fp32 sums. A slot outside
+// [0, n_slots) or a position outside [0, capacity) gives that row NaN and writes nothing. Rows must name distinct
+// slots. n ≤ 65535; workspace ≥ gated_attention_rows_workspace_bytes(d, n).
+int64_t gated_attention_rows_splits(const GatedAttentionDims& d, int64_t n_rows);
+size_t gated_attention_rows_workspace_bytes(const GatedAttentionDims& d, int64_t max_rows);
+void gated_attention_decode_rows(const GatedAttentionDims& d, const float* qg, const float* k, const float* v,
+                                 const float* q_norm, const float* k_norm, float* K_pool, float* V_pool,
+                                 int64_t n_slots, const int32_t* rows_dev, int64_t n, float* out, void* workspace,
+                                 size_t workspace_bytes, cudaStream_t stream);
+
 }  // namespace ember::cuda

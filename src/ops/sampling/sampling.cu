@@ -151,6 +151,9 @@ __global__ void __launch_bounds__(kThreads)
                 int zero_words) {
     pdl_trigger();  // argmax() launches this kernel and its successor with PDL
     pdl_wait();
+    logits += int64_t(blockIdx.y) * vocab;  // argmax_rows: row blockIdx.y (else 0)
+    part += int64_t(blockIdx.y) * gridDim.x;
+    if (blockIdx.y) zero = nullptr;
     const int64_t stride = int64_t(gridDim.x) * kThreads, first = int64_t(blockIdx.x) * kThreads + threadIdx.x;
     if (zero)
         for (int64_t i = first; i < zero_words; i += stride) zero[i] = 0u;
@@ -172,13 +175,22 @@ __global__ void __launch_bounds__(kThreads)
     if (threadIdx.x == 0) part[blockIdx.x] = best;
 }
 
-__global__ void __launch_bounds__(kThreads) k_argmax_final(const u64* __restrict__ part, int G, int32_t* out_id) {
+// Block r: the maximum of row r's G partials → out_id[r] (and out_logit[r] = that row's logit when given).
+__global__ void __launch_bounds__(kThreads) k_argmax_final(const u64* __restrict__ part, int G, int32_t* out_id,
+                                                           const float* __restrict__ logits, int64_t vocab,
+                                                           float* __restrict__ out_logit) {
     pdl_trigger();
     pdl_wait();
+    const int r = blockIdx.x;
+    part += int64_t(r) * G;
     u64 best = 0;
     for (int b = threadIdx.x; b < G; b += kThreads) best = max_u64(best, part[b]);
     best = block_max_u64<kThreads>(best);
-    if (threadIdx.x == 0) *out_id = unpack_id(best);
+    if (threadIdx.x == 0) {
+        const int32_t id = unpack_id(best);
+        out_id[r] = id;
+        if (out_logit) out_logit[r] = logits[int64_t(r) * vocab + id];
+    }
 }
 
 // Radix pass PASS: histogram of digit PASS of the key over the tokens whose higher digits equal the selected
@@ -544,7 +556,26 @@ void argmax(const float* logits, int64_t vocab, int32_t* out_id, void* workspace
     const int G = grid_for(vocab);
     u64* part = static_cast<u64*>(workspace);
     launch_pdl(k_block_max, dim3(G), dim3(kThreads), 0, stream, 0, logits, vocab, part, nullptr, 0);
-    launch_pdl(k_argmax_final, dim3(1), dim3(kThreads), 0, stream, 0, part, G, out_id);
+    launch_pdl(k_argmax_final, dim3(1), dim3(kThreads), 0, stream, 0, part, G, out_id, logits, vocab,
+               static_cast<float*>(nullptr));
+}
+
+size_t argmax_rows_workspace_bytes(int64_t rows, int64_t vocab) {
+    return align256(size_t(rows) * size_t(grid_for(vocab)) * sizeof(u64));
+}
+
+void argmax_rows(const float* logits, int64_t rows, int64_t vocab, int32_t* out_ids, float* out_logits,
+                 void* workspace, cudaStream_t stream) {
+    EMBER_CHECK(vocab > 0 && vocab < INT32_MAX, "argmax_rows: vocab %lld", (long long)vocab);
+    EMBER_CHECK(rows >= 0 && rows <= 65535, "argmax_rows: %lld rows", (long long)rows);
+    EMBER_CHECK(aligned16(workspace), "argmax_rows: workspace alignment");
+    if (rows == 0) return;
+    const int G = grid_for(vocab);
+    u64* part = static_cast<u64*>(workspace);
+    launch_pdl(k_block_max, dim3(G, unsigned(rows)), dim3(kThreads), 0, stream, 0, logits, vocab, part,
+               static_cast<uint32_t*>(nullptr), 0);
+    launch_pdl(k_argmax_final, dim3(unsigned(rows)), dim3(kThreads), 0, stream, 0, part, G, out_ids, logits, vocab,
+               out_logits);
 }
 
 void apply_penalties(float* logits, int64_t vocab, const int32_t* counts, const DeviceSamplingParams* params,

@@ -51,6 +51,12 @@ Status check_device_sampling_params(const SamplingParams& p);
 size_t argmax_workspace_bytes(int64_t vocab);
 void argmax(const float* logits, int64_t vocab, int32_t* out_id, void* workspace, cudaStream_t stream);
 
+// Batched greedy: out_ids[r] = argmax of row r of logits [rows, vocab] (same rule as argmax above), and
+// out_logits[r] (when not null) = that row's logit at the chosen id (NaN: the row is all NaN). rows ≤ 65535.
+size_t argmax_rows_workspace_bytes(int64_t rows, int64_t vocab);
+void argmax_rows(const float* logits, int64_t rows, int64_t vocab, int32_t* out_ids, float* out_logits,
+                 void* workspace, cudaStream_t stream);
+
 // out[0] = logits[*id] when *id is in [0, vocab), else NaN (one thread): the host checks the chosen logit for NaN
 // (a model producing NaN) without copying the logits.
 void gather_logit(const float* logits, int64_t vocab, const int32_t* id, float* out, cudaStream_t stream);

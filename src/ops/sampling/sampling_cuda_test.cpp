@@ -127,6 +127,41 @@ TEST(SamplingCuda, ArgmaxMatchesCpuWithTiesNaNAndSignedZero) {
     EXPECT_EQ(d.gpu_argmax(), 0);
 }
 
+// argmax_rows: every row equals ember::argmax of that row (ties, NaN rows, signed zeros, ragged vocab sizes),
+// the logits it reports are the rows' values at the ids, and nothing past `rows` is written (poison).
+TEST(SamplingCuda, ArgmaxRowsMatchesCpuPerRow) {
+    SKIP_WITHOUT_GPU();
+    for (int64_t V : {int64_t(1), int64_t(7), int64_t(1000), int64_t(65537), kVocab}) {
+        for (int64_t rows : {1, 3, 13}) {
+            std::vector<float> l = rand_logits(size_t(V * rows), uint64_t(V * 31 + rows));
+            if (rows > 1) {
+                for (int64_t i = 0; i < V; ++i) l[size_t(V + i)] = std::nanf("");  // row 1: all NaN → 0
+                if (rows > 2) {
+                    for (int64_t i = 0; i < V; ++i) l[size_t(2 * V + i)] = (i % 2) ? 0.f : -0.f;  // ties: lowest id
+                }
+            }
+            DeviceBuffer dl = dev_alloc(l.size() * 4), ids = dev_alloc(size_t(rows + 1) * 4),
+                         lg = dev_alloc(size_t(rows + 1) * 4), ws = dev_alloc(argmax_rows_workspace_bytes(rows, V));
+            copy_to_device(dl.get(), l.data(), l.size() * 4);
+            CUDA_CHECK(cudaMemset(ids.get(), 0x7f, ids.bytes()));
+            CUDA_CHECK(cudaMemset(lg.get(), 0x7f, lg.bytes()));
+            argmax_rows(dl.as<float>(), rows, V, ids.as<int32_t>(), lg.as<float>(), ws.get(), nullptr);
+            CUDA_CHECK(cudaDeviceSynchronize());
+            std::vector<int32_t> got(size_t(rows + 1));
+            std::vector<float> got_l(size_t(rows + 1));
+            copy_to_host(got.data(), ids.get(), got.size() * 4);
+            copy_to_host(got_l.data(), lg.get(), got_l.size() * 4);
+            for (int64_t r = 0; r < rows; ++r) {
+                const int32_t want = ember::argmax(&l[size_t(r * V)], V);
+                EXPECT_EQ(got[size_t(r)], want) << "V=" << V << " row " << r;
+                const float wl = l[size_t(r * V + want)];
+                EXPECT_TRUE(std::isnan(wl) ? std::isnan(got_l[size_t(r)]) : got_l[size_t(r)] == wl) << "row " << r;
+            }
+            EXPECT_EQ(got[size_t(rows)], 0x7f7f7f7f) << "wrote past the rows";
+        }
+    }
+}
+
 TEST(SamplingCuda, GreedyPathsEqualArgmaxAndLeaveRngAlone) {
     SKIP_WITHOUT_GPU();
     Dev d(kVocab, 4);

@@ -1,0 +1,198 @@
+// The batched engine on CUDA (models/model.h: new_batch / batch_prefill / batch_decode / batch_decode_greedy /
+// batch_reset). One CudaState holds every slot: the layer caches are pools (slot i at K0[l] + i·kv_slot, ...),
+// the activations and workspaces are shared. A prefill runs the single-sequence path eagerly on the slot's views;
+// a decode step of `rows` sequences is one graph launch — captured once per row count, the (slot, position) pairs
+// and token ids read from device buffers — with attention and the GDN step in their batched-rows forms
+// (gated_attention_decode_rows, gated_delta_net_step_rows), the linears over all rows at once (GEMV for ≤ 8 rows,
+// the tensor-core GEMMs beyond), and the greedy ids selected on the device (argmax_rows).
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cuda_model.h"
+#include "ops/linear/cublas_thread.h"
+
+namespace ember::cuda {
+
+namespace {
+
+constexpr int64_t kMaxBatchSeqs = 4096;
+constexpr int kRowsKey = 1 << 20;  // graph keys of batched steps: kRowsKey | rows << 1 | greedy
+
+struct CudaBatch : BatchState {
+    CudaState s;
+    int32_t* host_in = nullptr;   // pinned: (slot, position) pairs [2·slots], then token ids [slots]
+    int32_t* host_out = nullptr;  // pinned: ids [slots], then their logits (float) [slots]
+    ~CudaBatch() override {
+        if (host_in) cudaFreeHost(host_in);
+        if (host_out) cudaFreeHost(host_out);
+    }
+};
+
+Expected<CudaBatch*> as_batch(BatchState& b) {
+    auto* cb = dynamic_cast<CudaBatch*>(&b);
+    EMBER_REQUIRE(cb != nullptr, "batch: this batch state belongs to another model");
+    return cb;
+}
+
+}  // namespace
+
+Expected<std::unique_ptr<BatchState>> CudaCausalLM::new_batch(int64_t max_seqs) const {
+    EMBER_REQUIRE(max_seqs > 0 && max_seqs <= std::min(kMaxBatchSeqs, opt_.max_batch),
+                  "batch: --max-seqs %lld (the GPU engine takes 1..%lld)", (long long)max_seqs,
+                  (long long)std::min(kMaxBatchSeqs, opt_.max_batch));
+    auto b = std::make_unique<CudaBatch>();
+    b->pos.assign(size_t(max_seqs), 0);
+    b->s.slots = max_seqs;
+    b->s.max_rows = std::max<int64_t>(8, max_seqs);
+    CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&b->host_in), size_t(3 * max_seqs) * sizeof(int32_t)));
+    CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&b->host_out), size_t(2 * max_seqs) * sizeof(int32_t)));
+    return std::unique_ptr<BatchState>(std::move(b));
+}
+
+Status CudaCausalLM::batch_prefill(BatchState& b, int64_t slot, const int32_t* tokens, int64_t n,
+                                   float* logits) const {
+    EMBER_ASSIGN(CudaBatch * cb, as_batch(b));
+    EMBER_REQUIRE(slot >= 0 && slot < b.slots(), "batch: slot %lld is outside the pool of %lld", (long long)slot,
+                  (long long)b.slots());
+    EMBER_REQUIRE(n > 0, "batch: prefill of no tokens");
+    CudaState& s = cb->s;
+    s.pos = b.pos[size_t(slot)];
+    EMBER_TRY(check_kv_capacity(s.pos, n, capacity_));
+    s.rows_mode = false;
+    for (int64_t off = 0; off < n; off += opt_.max_batch) {
+        const int64_t m = std::min(opt_.max_batch, n - off);
+        EMBER_TRY(begin_step(s, tokens + off, m));  // checks the ids; allocates the pools on first use
+        s.select_slot(slot);
+        run(s, m, false);
+        CUDA_CHECK(cudaStreamSynchronize(s.stream));  // s.io (pinned) is rewritten by the next chunk
+        s.pos += m;
+        b.pos[size_t(slot)] = s.pos;
+    }
+    if (logits) {
+        CUDA_CHECK(cudaMemcpyAsync(logits, s.logits, info_.vocab_size * sizeof(float), cudaMemcpyDeviceToHost,
+                                   s.stream));
+        CUDA_CHECK(cudaStreamSynchronize(s.stream));
+    }
+    return Status::ok();
+}
+
+StepStats CudaCausalLM::last_batch_stats(const BatchState& b) const {
+    auto* cb = dynamic_cast<const CudaBatch*>(&b);
+    return cb ? cb->s.stats : StepStats{};
+}
+
+Status CudaCausalLM::batch_reset(BatchState& b, int64_t slot) const {
+    EMBER_ASSIGN(CudaBatch * cb, as_batch(b));
+    EMBER_REQUIRE(slot >= 0 && slot < b.slots(), "batch: slot %lld is outside the pool of %lld", (long long)slot,
+                  (long long)b.slots());
+    CudaState& s = cb->s;
+    if (s.ready) {  // the recurrent state restarts from zero; KV rows are overwritten as positions refill
+        for (size_t l = 0; l < s.conv0.size(); ++l) {
+            if (s.conv0[l])
+                CUDA_CHECK(cudaMemsetAsync(s.conv0[l] + slot * s.conv_slot, 0, s.conv_slot * sizeof(float), s.stream));
+            if (s.S0[l]) CUDA_CHECK(cudaMemsetAsync(s.S0[l] + slot * s.S_slot, 0, s.S_slot * sizeof(float), s.stream));
+        }
+        CUDA_CHECK(cudaStreamSynchronize(s.stream));
+    }
+    b.pos[size_t(slot)] = 0;
+    return Status::ok();
+}
+
+namespace {
+
+// Captures (first use of this row count and mode) and launches the graph of one batched step.
+void launch_rows(CudaState& s, int key, const std::function<void()>& body) {
+    auto it = s.graphs.find(key);
+    if (it == s.graphs.end()) {
+        detail::cublas_thread_handle();  // cuBLAS (the split GEMM of n > 8 rows) cannot create it during capture
+        cudaGraph_t graph;
+        CUDA_CHECK(cudaStreamBeginCapture(s.stream, cudaStreamCaptureModeThreadLocal));
+        body();
+        CUDA_CHECK(cudaStreamEndCapture(s.stream, &graph));
+        size_t nodes = 0;
+        CUDA_CHECK(cudaGraphGetNodes(graph, nullptr, &nodes));
+        s.graph_kernels[key] = int64_t(nodes);
+        cudaGraphExec_t exec;
+        CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+        CUDA_CHECK(cudaGraphDestroy(graph));
+        it = s.graphs.emplace(key, exec).first;
+    }
+    CUDA_CHECK(cudaEventRecord(s.ev0, s.stream));
+    CUDA_CHECK(cudaGraphLaunch(it->second, s.stream));
+    CUDA_CHECK(cudaEventRecord(s.ev1, s.stream));
+    s.stats = StepStats{};
+    s.stats.kernels = s.graph_kernels[key];
+    s.stats.graph = true;
+}
+
+}  // namespace
+
+// Shared by batch_decode and batch_decode_greedy: checks, allocation, rows and ids to the device, the graph
+// (greedy: with the selection and the ids + their logits copied to cb->host_out).
+Status CudaCausalLM::batch_step(BatchState& b, const int32_t* slots, const int32_t* tokens, int64_t rows,
+                                bool greedy) const {
+    EMBER_ASSIGN(CudaBatch * cb, as_batch(b));
+    EMBER_TRY(batch_check_step(b, slots, tokens, rows, info_.vocab_size, capacity_));
+    CudaState& s = cb->s;
+    if (!s.ready) EMBER_TRY(allocate(s));
+    const int64_t N = b.slots(), V = info_.vocab_size;
+    for (int64_t r = 0; r < rows; ++r) {
+        cb->host_in[2 * r] = slots[r];
+        cb->host_in[2 * r + 1] = static_cast<int32_t>(b.pos[size_t(slots[r])]);
+        cb->host_in[2 * N + r] = tokens[r];
+    }
+    CUDA_CHECK(cudaMemcpyAsync(s.rows_dev, cb->host_in, size_t(2 * rows) * sizeof(int32_t), cudaMemcpyHostToDevice,
+                               s.stream));
+    CUDA_CHECK(cudaMemcpyAsync(s.ids, cb->host_in + 2 * N, size_t(rows) * sizeof(int32_t), cudaMemcpyHostToDevice,
+                               s.stream));
+    launch_rows(s, kRowsKey | int(rows) << 1 | int(greedy), [&] {
+        s.rows_mode = true;
+        run(s, rows, false);
+        s.rows_mode = false;
+        if (!greedy) return;
+        float* lg = reinterpret_cast<float*>(s.row_ids + s.max_rows);
+        argmax_rows(s.logits, rows, V, s.row_ids, lg, s.smp_ws, s.stream);
+        CUDA_CHECK(cudaMemcpyAsync(cb->host_out, s.row_ids, size_t(rows) * sizeof(int32_t), cudaMemcpyDeviceToHost,
+                                   s.stream));
+        CUDA_CHECK(cudaMemcpyAsync(cb->host_out + N, lg, size_t(rows) * sizeof(float), cudaMemcpyDeviceToHost,
+                                   s.stream));
+    });
+    return Status::ok();
+}
+
+Status CudaCausalLM::batch_decode(BatchState& b, const int32_t* slots, const int32_t* tokens, int64_t rows,
+                                  float* logits) const {
+    EMBER_TRY(batch_step(b, slots, tokens, rows, false));
+    CudaState& s = static_cast<CudaBatch&>(b).s;
+    CUDA_CHECK(cudaMemcpyAsync(logits, s.logits, size_t(rows * info_.vocab_size) * sizeof(float),
+                               cudaMemcpyDeviceToHost, s.stream));
+    CUDA_CHECK(cudaStreamSynchronize(s.stream));
+    for (int64_t r = 0; r < rows; ++r) b.pos[size_t(slots[r])] += 1;
+    return Status::ok();
+}
+
+Status CudaCausalLM::batch_decode_greedy(BatchState& b, const int32_t* slots, const int32_t* tokens, int64_t rows,
+                                         int32_t* ids) const {
+    EMBER_TRY(batch_step(b, slots, tokens, rows, true));
+    CudaBatch& cb = static_cast<CudaBatch&>(b);
+    CudaState& s = cb.s;
+    CUDA_CHECK(cudaStreamSynchronize(s.stream));  // the one host wait per step
+    float ms = 0;
+    CUDA_CHECK(cudaEventElapsedTime(&ms, s.ev0, s.ev1));
+    s.stats.gpu_us = ms * 1e3;
+    for (int64_t r = 0; r < rows; ++r) b.pos[size_t(slots[r])] += 1;
+    const float* lg = reinterpret_cast<const float*>(cb.host_out + b.slots());
+    for (int64_t r = 0; r < rows; ++r) {
+        EMBER_REQUIRE(!std::isnan(lg[r]), "the model produced NaN logits for slot %d at position %lld", slots[r],
+                      (long long)(b.pos[size_t(slots[r])] - 1));
+        ids[r] = cb.host_out[r];
+    }
+    return Status::ok();
+}
+
+
+}  // namespace ember::cuda

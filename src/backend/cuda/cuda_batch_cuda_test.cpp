@@ -1,0 +1,125 @@
+// GPU tests of the batched engine (backend/cuda/cuda_batch.cpp) with the checks of models/batch_test_util.h:
+// every row of a batched step equals the same sequence decoded alone by the same CUDA model (greedy tokens
+// equal, logits within the fp32 paths' tolerance), for 1..8 rows (GEMVs) and 20 and 64 rows (tensor-core GEMMs),
+// with sequences joining at different steps in a shuffled row order; the CPU model as a second oracle; bad steps
+// refused without touching the pool; slot reuse; a full context. Skipped without a GPU.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <string>
+
+#include "backend/cuda/cuda_model.h"
+#include "backend/cuda/device.h"
+#include "core/check.h"
+#include "models/batch_test_util.h"
+
+namespace ember::cuda {
+namespace {
+
+#define SKIP_WITHOUT_GPU() \
+    if (!gpu_available()) GTEST_SKIP() << "no CUDA device"
+
+const char* kModels[] = {"qwen35/flat_untied_gqa3", "qwen35/mm_tied", "gguf_models/llama_gqa_untied/model-q8_0.gguf"};
+
+std::unique_ptr<CausalLM> load_cpu(const std::string& rel) {
+    auto m = load_model(std::string(EMBER_SOURCE_DIR) + "/tests/fixtures/" + rel);
+    EMBER_CHECK(m.is_ok(), "%s", m.message().c_str());
+    return std::move(m.value());
+}
+
+std::unique_ptr<CausalLM> load_gpu(const std::string& rel, int64_t context = 1024) {
+    CudaOptions opt;
+    opt.context = context;
+    auto m = make_cuda_model(load_cpu(rel), opt);
+    EMBER_CHECK(m.is_ok(), "%s", m.message().c_str());
+    return std::move(m.value());
+}
+
+// The fp32 paths: GEMV (≤ 8 rows) and the fp32-faithful GEMMs (> 8 rows) differ from the 1-row decode only in the
+// order of fp32 sums (~1e-6 relative); 2e-4 of the logits' scale still catches any row mix-up.
+constexpr double kTol = 2e-4;
+
+TEST(BatchCuda, RowsEqualSequencesDecodedAlone) {
+    SKIP_WITHOUT_GPU();
+    for (const char* f : kModels) {
+        SCOPED_TRACE(f);
+        auto m = load_gpu(f);
+        for (int64_t K : {1, 5, 8, 20}) {
+            const double worst = batchtest::check_batch_equals_alone(*m, K, K + 1 + (K % 5 == 4), 10, kTol, 70 + K);
+            std::printf("%s: %lld sequences, worst rel. logit error vs alone %.2e\n", f, (long long)K, worst);
+        }
+    }
+}
+
+TEST(BatchCuda, SixtyFourSequencesEqualAlone) {
+    SKIP_WITHOUT_GPU();
+    for (const char* f : {kModels[0], kModels[2]}) {
+        SCOPED_TRACE(f);
+        auto m = load_gpu(f);
+        const double worst = batchtest::check_batch_equals_alone(*m, 64, 64, 16, kTol, 300);
+        std::printf("%s: 64 sequences, worst rel. logit error vs alone %.2e\n", f, worst);
+    }
+}
+
+// The CPU model as the oracle of the GPU batch (the GPU vs CPU distance of these fixtures is ≤ ~3e-4).
+TEST(BatchCuda, RowsMatchTheCpuModel) {
+    SKIP_WITHOUT_GPU();
+    for (const char* f : kModels) {
+        SCOPED_TRACE(f);
+        auto gpu = load_gpu(f);
+        auto cpu = load_cpu(f);
+        const int64_t V = cpu->info().vocab_size;
+        auto b = gpu->new_batch(12);
+        ASSERT_TRUE(b.is_ok()) << b.message();
+        std::vector<batchtest::Alone> ref;
+        std::vector<int32_t> slots, toks;
+        for (int k = 0; k < 12; ++k) {
+            ref.push_back(batchtest::decode_alone(*cpu, batchtest::make_prompt(V, 3 + k, 900 + k), 6));
+            ASSERT_TRUE(gpu->batch_prefill(**b, 11 - k, ref.back().prompt.data(), int64_t(ref.back().prompt.size()),
+                                           nullptr).is_ok());
+            slots.push_back(11 - k);
+        }
+        double worst = 0;
+        std::vector<float> out(size_t(12 * V));
+        for (int i = 1; i < 6; ++i) {
+            toks.clear();
+            for (int k = 0; k < 12; ++k) toks.push_back(ref[size_t(k)].tokens[size_t(i - 1)]);
+            ASSERT_TRUE(gpu->batch_decode(**b, slots.data(), toks.data(), 12, out.data()).is_ok());
+            for (int k = 0; k < 12; ++k) worst = std::max(worst, batchtest::rel_err(&out[size_t(k) * V], ref[size_t(k)].logits[size_t(i)]));
+        }
+        std::printf("%s: 12 rows, worst rel. logit error vs the CPU model %.2e\n", f, worst);
+        EXPECT_LE(worst, 2e-3);
+    }
+}
+
+TEST(BatchCuda, BadStepsAreRefusedAndSlotsReused) {
+    SKIP_WITHOUT_GPU();
+    for (const char* f : kModels) {
+        SCOPED_TRACE(f);
+        auto m = load_gpu(f);
+        batchtest::check_errors_and_reuse(*m, kTol);
+    }
+}
+
+TEST(BatchCuda, ContextFullIsAnError) {
+    SKIP_WITHOUT_GPU();
+    auto m = load_gpu(kModels[0], 64);
+    const int64_t V = m->info().vocab_size;
+    auto b = m->new_batch(2);
+    ASSERT_TRUE(b.is_ok());
+    const std::vector<int32_t> p = batchtest::make_prompt(V, 63, 5);
+    ASSERT_TRUE(m->batch_prefill(**b, 1, p.data(), 63, nullptr).is_ok());
+    const int32_t slots[2] = {0, 1}, toks[2] = {1, 2};
+    int32_t ids[2];
+    ASSERT_TRUE(m->batch_decode_greedy(**b, slots, toks, 2, ids).is_ok());
+    const Status s = m->batch_decode_greedy(**b, slots, toks, 2, ids);
+    ASSERT_FALSE(s.is_ok());
+    EXPECT_NE(s.message().find("context full"), std::string::npos) << s.message();
+    EXPECT_EQ((*b)->pos[0], 1);
+    EXPECT_EQ((*b)->pos[1], 64);
+    EXPECT_FALSE(m->batch_prefill(**b, 0, p.data(), 64, nullptr).is_ok()) << "prefill past the context";
+    EXPECT_FALSE(m->new_batch(100000).is_ok());
+}
+
+}  // namespace
+}  // namespace ember::cuda

@@ -1,0 +1,106 @@
+// The generic batched engine (models/model.h, CausalLM::new_batch ...): each slot is a ModelState of the model's
+// own, and a step runs forward() once per row. Every architecture gets batching this way (the CPU models);
+// the CUDA models override it with one graph launch per step over a pooled state (backend/cuda/cuda_batch.cpp).
+// The checks (slot range, distinct slots, token ids, context) are shared: batch_check_step().
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "models/model.h"
+#include "ops/sampling/sampling.h"
+
+namespace ember {
+
+namespace {
+
+struct GenericBatch : BatchState {
+    std::vector<std::unique_ptr<ModelState>> seqs;  // created on first use of a slot
+};
+
+constexpr int64_t kMaxSeqs = 1 << 16;
+
+Expected<ModelState*> seq_of(const CausalLM& m, BatchState& b, int64_t slot) {
+    auto* g = dynamic_cast<GenericBatch*>(&b);
+    EMBER_REQUIRE(g != nullptr, "batch: this batch state belongs to another model");
+    EMBER_REQUIRE(slot >= 0 && slot < b.slots(), "batch: slot %lld is outside the pool of %lld", (long long)slot,
+                  (long long)b.slots());
+    auto& s = g->seqs[size_t(slot)];
+    if (!s) s = m.new_state();
+    return s.get();
+}
+
+}  // namespace
+
+Status batch_check_step(const BatchState& b, const int32_t* slots, const int32_t* tokens, int64_t rows,
+                        int64_t vocab, int64_t context) {
+    EMBER_REQUIRE(rows > 0 && rows <= b.slots(), "batch: %lld rows in a step of a pool of %lld", (long long)rows,
+                  (long long)b.slots());
+    std::vector<char> seen(size_t(b.slots()), 0);
+    for (int64_t r = 0; r < rows; ++r) {
+        const int64_t s = slots[r];
+        EMBER_REQUIRE(s >= 0 && s < b.slots(), "batch: row %lld names slot %lld outside the pool of %lld",
+                      (long long)r, (long long)s, (long long)b.slots());
+        EMBER_REQUIRE(!seen[size_t(s)], "batch: slot %lld appears twice in one step", (long long)s);
+        seen[size_t(s)] = 1;
+        EMBER_REQUIRE(tokens[r] >= 0 && tokens[r] < vocab, "batch: token id %d of row %lld is out of range [0, %lld)",
+                      tokens[r], (long long)r, (long long)vocab);
+        EMBER_REQUIRE(b.pos[size_t(s)] + 1 <= context,
+                      "context full: slot %lld holds %lld tokens, the context is %lld", (long long)s,
+                      (long long)b.pos[size_t(s)], (long long)context);
+    }
+    return Status::ok();
+}
+
+Expected<std::unique_ptr<BatchState>> CausalLM::new_batch(int64_t max_seqs) const {
+    EMBER_REQUIRE(max_seqs > 0 && max_seqs <= kMaxSeqs, "batch: --max-seqs %lld (allowed 1..%lld)",
+                  (long long)max_seqs, (long long)kMaxSeqs);
+    auto b = std::make_unique<GenericBatch>();
+    b->pos.assign(size_t(max_seqs), 0);
+    b->seqs.resize(size_t(max_seqs));
+    return std::unique_ptr<BatchState>(std::move(b));
+}
+
+Status CausalLM::batch_prefill(BatchState& b, int64_t slot, const int32_t* tokens, int64_t n, float* logits) const {
+    EMBER_ASSIGN(ModelState * s, seq_of(*this, b, slot));
+    EMBER_REQUIRE(n > 0, "batch: prefill of no tokens");
+    const int64_t V = info().vocab_size;
+    std::vector<float> scratch(logits ? 0 : size_t(V));
+    EMBER_TRY(forward(*s, tokens, n, logits ? logits : scratch.data(), false));
+    b.pos[size_t(slot)] = s->pos;
+    return Status::ok();
+}
+
+Status CausalLM::batch_decode(BatchState& b, const int32_t* slots, const int32_t* tokens, int64_t rows,
+                              float* logits) const {
+    EMBER_TRY(batch_check_step(b, slots, tokens, rows, info().vocab_size, info().max_context));
+    const int64_t V = info().vocab_size;
+    for (int64_t r = 0; r < rows; ++r) {
+        EMBER_ASSIGN(ModelState * s, seq_of(*this, b, slots[r]));
+        EMBER_TRY(forward(*s, &tokens[r], 1, logits + r * V, false));
+        b.pos[size_t(slots[r])] = s->pos;
+    }
+    return Status::ok();
+}
+
+Status CausalLM::batch_decode_greedy(BatchState& b, const int32_t* slots, const int32_t* tokens, int64_t rows,
+                                     int32_t* ids) const {
+    const int64_t V = info().vocab_size;
+    EMBER_REQUIRE(rows > 0 && rows <= b.slots(), "batch: %lld rows in a step of a pool of %lld", (long long)rows,
+                  (long long)b.slots());
+    std::vector<float> logits(size_t(rows * V));
+    EMBER_TRY(batch_decode(b, slots, tokens, rows, logits.data()));
+    for (int64_t r = 0; r < rows; ++r) ids[r] = argmax(&logits[size_t(r * V)], V);
+    return Status::ok();
+}
+
+Status CausalLM::batch_reset(BatchState& b, int64_t slot) const {
+    auto* g = dynamic_cast<GenericBatch*>(&b);
+    EMBER_REQUIRE(g != nullptr, "batch: this batch state belongs to another model");
+    EMBER_REQUIRE(slot >= 0 && slot < b.slots(), "batch: slot %lld is outside the pool of %lld", (long long)slot,
+                  (long long)b.slots());
+    g->seqs[size_t(slot)].reset();
+    b.pos[size_t(slot)] = 0;
+    return Status::ok();
+}
+
+}  // namespace ember

@@ -1,0 +1,56 @@
+// The batched engine on the CPU (models/batch.cpp, the generic form): rows of a step equal the sequences decoded
+// alone (fixtures of both architectures), whatever joins when and in whatever row order; bad steps are refused
+// without touching the pool; a reset slot is reused cleanly. The GPU form runs the same checks in
+// backend/cuda/cuda_batch_cuda_test.cpp.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "core/check.h"
+#include "models/batch_test_util.h"
+
+namespace ember {
+namespace {
+
+std::unique_ptr<CausalLM> load(const std::string& rel) {
+    auto m = load_model(std::string(EMBER_SOURCE_DIR) + "/tests/fixtures/" + rel);
+    EMBER_CHECK(m.is_ok(), "%s", m.message().c_str());
+    return std::move(m.value());
+}
+
+TEST(BatchCpu, RowsEqualSequencesDecodedAlone) {
+    for (const char* f : {"qwen35/flat_untied_gqa3", "qwen35/mm_tied", "gguf_models/llama_gqa_untied/model-f32.gguf"}) {
+        SCOPED_TRACE(f);
+        auto m = load(f);
+        // The generic form runs forward() per row: bit-equal logits.
+        const double worst = batchtest::check_batch_equals_alone(*m, 6, 7, 8, 0.0, 40);
+        EXPECT_EQ(worst, 0.0);
+    }
+}
+
+TEST(BatchCpu, BadStepsAreRefusedAndSlotsReused) {
+    auto m = load("qwen35/flat_untied_gqa3");
+    batchtest::check_errors_and_reuse(*m, 0.0);
+}
+
+TEST(BatchCpu, ContextFullIsAnErrorAndLeavesTheSlot) {
+    auto m = load("gguf_models/llama_gqa_untied/model-f32.gguf");
+    const int64_t ctx = m->info().max_context, V = m->info().vocab_size;
+    ASSERT_GT(ctx, 1);
+    ASSERT_LE(ctx, 8192) << "fixture context too long for this test";
+    auto b = m->new_batch(2);
+    ASSERT_TRUE(b.is_ok());
+    const std::vector<int32_t> p = batchtest::make_prompt(V, ctx - 1, 3);
+    ASSERT_TRUE(m->batch_prefill(**b, 0, p.data(), int64_t(p.size()), nullptr).is_ok());
+    const int32_t slot = 0, t = 1;
+    int32_t id = -1;
+    ASSERT_TRUE(m->batch_decode_greedy(**b, &slot, &t, 1, &id).is_ok());
+    EXPECT_EQ((*b)->pos[0], ctx);
+    const Status s = m->batch_decode_greedy(**b, &slot, &t, 1, &id);
+    ASSERT_FALSE(s.is_ok());
+    EXPECT_NE(s.message().find("context full"), std::string::npos) << s.message();
+    EXPECT_EQ((*b)->pos[0], ctx);
+}
+
+}  // namespace
+}  // namespace ember
