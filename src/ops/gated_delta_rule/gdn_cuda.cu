@@ -31,6 +31,12 @@
 // and written only by cluster rank 0 after the loop, after the t = 0 wait of the barrier that every block
 // arrived at (release) after those loads — so no block can see a half-updated conv state. No scratch memory.
 //
+// Batched rows (gated_delta_net_step_rows): grid (nk·CL, n_rows), cluster (CL, 1, 1), so a cluster never spans
+// rows. The kernel's ROWS = true instantiation offsets the input / y pointers to row blockIdx.y and the state
+// pointers to slot rows[2·row] (read after pdl_wait: one extra dependent load before the prologue), then runs the
+// same code with T = 1. Distinct slots: no two clusters touch the same state. ROWS = false folds the offsets
+// away: the single-sequence kernel's PTX is unchanged (same registers, no spills).
+//
 // Measured on H200 (DISABLED_DecodeBench, graph of back-to-back calls, state from HBM): decode 4.5 / 5.4 / 6.2 µs
 // per layer for 2B / 9B / 27B shapes (launch ≈ 0.6 µs, prologue ≈ 2 µs of latency, one token ≈ 1.4 µs); prefill
 // ≈ 1.6 µs per token (token-sequential). The state traffic alone would take 0.5 / 1.0 / 1.5 µs.
@@ -40,6 +46,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/pdl.cuh"
@@ -119,11 +126,26 @@ Plan make_plan(const GdnDecodeArgs& a) {
     return p;
 }
 
-template <int K, int V>
+// Batched decode (gated_delta_net_step_rows): block row blockIdx.y, its sequence's state in slot rows[2·row].
+struct Rows {
+    const int32_t* rows;  // [n_rows][2] (slot, position)
+    int64_t conv_stride;  // floats between the slots' conv states
+    int64_t S_stride;     // floats between the slots' S
+};
+
+// ROWS = false: one sequence, T tokens (row = slot = 0: the offsets below fold away and the code is the
+// single-sequence kernel as before). ROWS = true (launched with T = 1): row blockIdx.y of qkv / z / a / b / y,
+// state slot rows[2·row].
+template <int K, int V, bool ROWS>
 __global__ void __launch_bounds__(kMaxThreads, 1) gdn_step_kernel(const GdnDecodeArgs p, const int64_t T,
-                                                                  const Plan pl) {
+                                                                  const Plan pl, const Rows rw) {
     pdl_trigger();  // the output projection's GEMV may start prefetching its weights
     pdl_wait();
+    int64_t row = 0, sslot = 0;
+    if constexpr (ROWS) {  // rows may be written by an earlier kernel: read after pdl_wait
+        row = blockIdx.y;
+        sslot = __ldcg(rw.rows + 2 * row);
+    }
     constexpr int W8 = kMaxThreads / 32;  // reductions always sum W8 warp slots (unused ones hold zeros): no branches
     extern __shared__ float4 smem4[];
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, nwarps = blockDim.x >> 5;
@@ -131,6 +153,7 @@ __global__ void __launch_bounds__(kMaxThreads, 1) gdn_step_kernel(const GdnDecod
     const int nk = static_cast<int>(p.shape.nk), nv = static_cast<int>(p.shape.nv);
     const int dk = static_cast<int>(p.shape.dk), dv = static_cast<int>(p.shape.dv);
     const int64_t kd = static_cast<int64_t>(nk) * dk, vd = static_cast<int64_t>(nv) * dv, C = 2 * kd + vd;
+    auto cst = [&]() { return p.conv_state + sslot * rw.conv_stride; };  // this sequence's conv state
 
     const int rank = static_cast<int>(cg::this_cluster().block_rank());
     const int kh = blockIdx.x / pl.CL, hr = rank / pl.CS, cs = rank % pl.CS;
@@ -159,7 +182,7 @@ __global__ void __launch_bounds__(kMaxThreads, 1) gdn_step_kernel(const GdnDecod
     const int cgi = tid & (pl.P - 1), rg = tid >> pl.lP;  // tile column group (== lane % P) and row group
     const int gcg = cs * pl.GB + cgi, col0 = 4 * gcg;
     const bool colv = cgi < pl.GB && gcg < pl.G;
-    float* Sh = p.S + static_cast<int64_t>(h) * dk * dv;
+    float* Sh = p.S + sslot * rw.S_stride + static_cast<int64_t>(h) * dk * dv;
     // A warp stalls at the first instruction that uses a pending load, so nothing below consumes a loaded value
     // before cluster_arrive(): predicated loads into zeroed registers, clamped addresses, masks applied later.
     float4 s[V];
@@ -185,8 +208,8 @@ __global__ void __launch_bounds__(kMaxThreads, 1) gdn_step_kernel(const GdnDecod
         wq[j] = __ldg(p.conv_w + qc * K + j);
         wk[j] = __ldg(p.conv_w + kc * K + j);
         if (j < K - 1) {
-            xq[j] = __ldcg(p.conv_state + j * C + qc);
-            xk[j] = __ldcg(p.conv_state + j * C + kc);
+            xq[j] = __ldcg(cst() + j * C + qc);
+            xk[j] = __ldcg(cst() + j * C + kc);
         }
     }
     // Per-token inputs (pointers advanced each token): q/k for thread tid; v/z of local column lc = tid for the
@@ -196,8 +219,8 @@ __global__ void __launch_bounds__(kMaxThreads, 1) gdn_step_kernel(const GdnDecod
     const int vcol = col_base + (own_v ? tid : 0);
     const int64_t vch = 2 * kd + static_cast<int64_t>(h) * dv + vcol;  // conv channel of column vcol
     const int64_t zo = static_cast<int64_t>(h) * dv + vcol;            // z / y offset of column vcol
-    const float* in_qkv = p.qkv;
-    const float* in_z = p.z + zo;
+    const float* in_qkv = p.qkv + row * C;
+    const float* in_z = p.z + row * vd + zo;
     float nxq = __ldg(in_qkv + qc), nxk = __ldg(in_qkv + kc), nxv = 0.f, nz = 0.f;
     if (own_v) {
         nxv = __ldg(in_qkv + vch);
@@ -211,7 +234,7 @@ __global__ void __launch_bounds__(kMaxThreads, 1) gdn_step_kernel(const GdnDecod
         const int lc = e / VF, f = e % VF, col = col_base + lc;
         const int64_t ch = 2 * kd + static_cast<int64_t>(h) * dv + col;
         const float* src = f < K ? p.conv_w + ch * K + f
-                                 : (f < 2 * K - 1 ? p.conv_state + (f - K) * C + ch : p.norm_w + col);
+                                 : (f < 2 * K - 1 ? cst() + (f - K) * C + ch : p.norm_w + col);
         return col < dv ? src : nullptr;
     };
     auto v_dst = [&](int e) -> float& { return vst[(e / VF) * VR + e % VF]; };
@@ -224,7 +247,7 @@ __global__ void __launch_bounds__(kMaxThreads, 1) gdn_step_kernel(const GdnDecod
         vstage[u] = __ldcg(src ? src : p.norm_w);
     }
     const float A_log = __ldg(p.A_log + h), dt_bias = __ldg(p.dt_bias + h);
-    float na = __ldg(p.a + h), nb = __ldg(p.b + h);
+    float na = __ldg(p.a + row * nv + h), nb = __ldg(p.b + row * nv + h);
     const float q_scale = 1.0f / sqrtf(static_cast<float>(dk)), inv_dv = 1.0f / static_cast<float>(dv);
 
     if (tid == 0) {
@@ -272,7 +295,7 @@ __global__ void __launch_bounds__(kMaxThreads, 1) gdn_step_kernel(const GdnDecod
 #pragma unroll
             for (int c = 0; c < kMaxCluster; ++c) tot += slot[b * 8 + c];  // same order in every slice
             const float inv = rsqrtf(tot * inv_dv + p.eps);
-            __stcg(p.y + tt * vd + zo, (VP(tid, VN) * (VP(tid, VO + pb) * inv)) * VP(tid, VZ + pb));
+            __stcg(p.y + (row + tt) * vd + zo, (VP(tid, VN) * (VP(tid, VO + pb) * inv)) * VP(tid, VZ + pb));
         }
     };
 
@@ -453,24 +476,45 @@ __global__ void __launch_bounds__(kMaxThreads, 1) gdn_step_kernel(const GdnDecod
     if (rank == 0 && own_qk) {  // every block of the cluster read its old rows before the barrier waited at t = 0
 #pragma unroll
         for (int j = 0; j < K - 1; ++j) {
-            __stcg(p.conv_state + j * C + qc, QX(j));
-            __stcg(p.conv_state + j * C + kc, KX(j));
+            __stcg(cst() + j * C + qc, QX(j));
+            __stcg(cst() + j * C + kc, KX(j));
         }
     }
     if (own_v) {
 #pragma unroll
-        for (int j = 0; j < K - 1; ++j) __stcg(p.conv_state + j * C + vch, VP(tid, VX + j));
+        for (int j = 0; j < K - 1; ++j) __stcg(cst() + j * C + vch, VP(tid, VX + j));
     }
     __syncthreads();                     // VO of token T−1 (written by warp w_o)
     if (warp < nvw) finish_y(T - 1);  // also: no remote store into this block is in flight any more at exit
 }
 
+// n_rows = 0: single sequence (grid.y = 1, the ROWS = false kernel); else batched rows (grid.y = n_rows, T = 1).
 template <int K>
-void launch_k(const GdnDecodeArgs& a, int64_t T, const Plan& pl, cudaStream_t st) {
-    const dim3 grid(static_cast<unsigned>(a.shape.nk * pl.CL)), block(static_cast<unsigned>(pl.NT));
-    auto kernel = pl.V == 4 ? gdn_step_kernel<K, 4> : pl.V == 8 ? gdn_step_kernel<K, 8> : gdn_step_kernel<K, 16>;
+void launch_k(const GdnDecodeArgs& a, int64_t T, const Plan& pl, const Rows& rw, int64_t n_rows, cudaStream_t st) {
+    const dim3 grid(static_cast<unsigned>(a.shape.nk * pl.CL), static_cast<unsigned>(n_rows > 0 ? n_rows : 1)),
+        block(static_cast<unsigned>(pl.NT));
+    auto pick = [&](auto rows_tag) {
+        constexpr bool R = decltype(rows_tag)::value;
+        return pl.V == 4 ? gdn_step_kernel<K, 4, R> : pl.V == 8 ? gdn_step_kernel<K, 8, R> : gdn_step_kernel<K, 16, R>;
+    };
+    auto kernel = n_rows > 0 ? pick(std::true_type{}) : pick(std::false_type{});
     // smem ≤ 34 KiB: below the 48 KiB default, no attribute call needed
-    launch_pdl(kernel, grid, block, pl.smem, st, static_cast<unsigned>(pl.CL), a, T, pl);
+    launch_pdl(kernel, grid, block, pl.smem, st, static_cast<unsigned>(pl.CL), a, T, pl, rw);
+}
+
+void check_pointers(const GdnDecodeArgs& args) {
+    EMBER_CHECK(args.qkv && args.z && args.a && args.b && args.conv_w && args.A_log && args.dt_bias && args.norm_w &&
+                    args.conv_state && args.S && args.y,
+                "gdn cuda: null pointer");
+}
+
+void launch(const GdnDecodeArgs& args, int64_t T, const Plan& pl, const Rows& rw, int64_t n_rows,
+            cudaStream_t stream) {
+    switch (args.K) {
+        case 2: launch_k<2>(args, T, pl, rw, n_rows, stream); break;
+        case 3: launch_k<3>(args, T, pl, rw, n_rows, stream); break;
+        default: launch_k<4>(args, T, pl, rw, n_rows, stream); break;
+    }
 }
 
 }  // namespace
@@ -479,15 +523,24 @@ void gated_delta_net_step(const GdnDecodeArgs& args, int64_t T, cudaStream_t str
     EMBER_CHECK(T >= 0, "gdn cuda: T=%lld", (long long)T);
     const Plan pl = make_plan(args);
     if (T == 0) return;
-    EMBER_CHECK(args.qkv && args.z && args.a && args.b && args.conv_w && args.A_log && args.dt_bias && args.norm_w &&
-                    args.conv_state && args.S && args.y,
-                "gdn cuda: null pointer");
+    check_pointers(args);
+    launch(args, T, pl, Rows{nullptr, 0, 0}, 0, stream);
+}
 
-    switch (args.K) {
-        case 2: launch_k<2>(args, T, pl, stream); break;
-        case 3: launch_k<3>(args, T, pl, stream); break;
-        default: launch_k<4>(args, T, pl, stream); break;
-    }
+void gated_delta_net_step_rows(const GdnDecodeArgs& args, const int32_t* rows_dev, int64_t conv_stride,
+                               int64_t S_stride, int64_t n_rows, cudaStream_t stream) {
+    EMBER_CHECK(n_rows >= 0 && n_rows <= 65535, "gdn cuda: n_rows=%lld not in 0..65535", (long long)n_rows);
+    Plan pl = make_plan(args);
+    const GdnShape& s = args.shape;
+    const int64_t conv_floats = (args.K - 1) * (2 * s.nk * s.dk + s.nv * s.dv), S_floats = s.nv * s.dk * s.dv;
+    EMBER_CHECK(conv_stride >= conv_floats && S_stride >= S_floats,
+                "gdn cuda: slot strides conv=%lld S=%lld below the state sizes %lld, %lld", (long long)conv_stride,
+                (long long)S_stride, (long long)conv_floats, (long long)S_floats);
+    if (n_rows == 0) return;
+    check_pointers(args);
+    EMBER_CHECK(rows_dev != nullptr, "gdn cuda: null rows");
+    pl.vec = pl.vec && S_stride % 4 == 0;  // every slot's S 16-byte aligned, not only slot 0's
+    launch(args, 1, pl, Rows{rows_dev, conv_stride, S_stride}, n_rows, stream);
 }
 
 }  // namespace ember::cuda

@@ -1,13 +1,16 @@
 // GPU tests for the fused Gated DeltaNet step (gdn_cuda.h) against the CPU composition of the fp64 references
 // (causal_conv1d_silu_ref → split → l2norm_ref → gdn_gates_ref → gated_delta_rule_ref → rmsnorm_gated_ref, as
 // layers/gated_delta_net.cpp composes them): decode steps with carried state, prefill lengths, head maps, ragged
-// shapes, conv kernel sizes, CUDA-graph replay; plus a disabled timing test. Skipped without a GPU.
+// shapes, conv kernel sizes, CUDA-graph replay; the batched-rows variant against single-sequence calls; plus a
+// disabled timing test. Skipped without a GPU.
 #include <gtest/gtest.h>
 
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
+#include <random>
 #include <vector>
 
 #include "ops/gated_delta_rule/gdn_cuda_test_util.h"
@@ -149,6 +152,224 @@ TEST(GdnCuda, GraphReplayEqualsDirectCalls) {
         CUDA_CHECK(cudaGraphDestroy(graph));
         CUDA_CHECK(cudaStreamDestroy(stream));
     }
+}
+
+// ---- batched rows (gated_delta_net_step_rows) ----
+
+// A pool of n_slots sequence states with padded strides (padding and unused slots poisoned with a NaN pattern
+// that must survive untouched), the layer's weights shared by all.
+struct Pool {
+    int64_t conv_stride, S_stride;
+    std::vector<float> conv, S;  // [n_slots][stride]
+};
+
+constexpr uint32_t kPoisonBits = 0x7fc0dead;  // a NaN no kernel computes
+
+Pool make_pool(const Layer& W, int n_slots, int64_t conv_pad, int64_t S_pad, uint32_t seed) {
+    Pool P{static_cast<int64_t>(W.conv_state.size()) + conv_pad, static_cast<int64_t>(W.S.size()) + S_pad, {}, {}};
+    float poison;
+    std::memcpy(&poison, &kPoisonBits, sizeof poison);
+    P.conv.assign(n_slots * P.conv_stride, poison);
+    P.S.assign(n_slots * P.S_stride, poison);
+    std::mt19937 gen(seed);
+    for (int sl = 0; sl < n_slots; ++sl) {
+        const std::vector<float> c = randn(gen, W.conv_state.size(), 0.0f, 1.0f);
+        const std::vector<float> st = randn(gen, W.S.size(), 0.0f, 0.5f);
+        std::copy(c.begin(), c.end(), P.conv.begin() + sl * P.conv_stride);
+        std::copy(st.begin(), st.end(), P.S.begin() + sl * P.S_stride);
+    }
+    return P;
+}
+
+// The layer W with slot sl's state.
+Layer slot_layer(const Layer& W, const Pool& P, int sl) {
+    Layer L = W;
+    std::copy_n(P.conv.begin() + sl * P.conv_stride, L.conv_state.size(), L.conv_state.begin());
+    std::copy_n(P.S.begin() + sl * P.S_stride, L.S.size(), L.S.begin());
+    return L;
+}
+
+// Row r of a batch of inputs, as a one-token batch.
+Inputs row_inputs(const Layer& L, const Inputs& in, int64_t r) {
+    const int64_t C = L.C(), vd = L.s.nv * L.s.dv, nv = L.s.nv;
+    auto sl = [](const std::vector<float>& v, int64_t off, int64_t n) {
+        return std::vector<float>(v.begin() + off, v.begin() + off + n);
+    };
+    return {sl(in.qkv, r * C, C), sl(in.z, r * vd, vd), sl(in.a, r * nv, nv), sl(in.b, r * nv, nv)};
+}
+
+struct StepOut {
+    std::vector<float> y, S, conv;
+};
+
+// The single-sequence GPU call (T = 1) on a fresh device copy of L's state.
+StepOut single_call(const Layer& L, const Inputs& in1) {
+    DevLayer d(L);
+    const size_t ny = L.s.nv * L.s.dv;
+    DevInputs din(in1, ny);
+    gated_delta_net_step(make_args(L, d, din), 1, nullptr);
+    CUDA_CHECK(cudaGetLastError());
+    CUDA_CHECK(cudaDeviceSynchronize());
+    return {download<float>(din.y, ny), download<float>(d.S, L.S.size()),
+            download<float>(d.conv_state, L.conv_state.size())};
+}
+
+// Expected outputs of the rows call naming `slots` (row r ↔ slots[r]) on pool P with inputs `in`: y [n_rows, nv·dv]
+// and the pool after it, from single-sequence GPU calls on copies of each slot's state; each single call is also
+// checked against the CPU composition within the usual budget.
+void expected_rows(const Layer& W, const Pool& P, const Inputs& in, const std::vector<int32_t>& slots,
+                   std::vector<float>* y, Pool* after, double* worst) {
+    const size_t ny = W.s.nv * W.s.dv;
+    *after = P;
+    y->assign(slots.size() * ny, 0.f);
+    for (size_t r = 0; r < slots.size(); ++r) {
+        SCOPED_TRACE(testing::Message() << "row " << r << " slot " << slots[r]);
+        Layer L = slot_layer(W, P, slots[r]);
+        const Inputs in1 = row_inputs(W, in, static_cast<int64_t>(r));
+        const StepOut g = single_call(L, in1);
+        const std::vector<float> y_cpu = ref_step(L, in1, 1);  // advances L
+        const double tol = budget(W.s, W.K, 1);
+        expect_close("single-call y vs CPU", g.y, y_cpu, tol, worst);
+        expect_close("single-call S vs CPU", g.S, L.S, tol, worst);
+        expect_equal("single-call conv_state vs CPU", g.conv, L.conv_state);
+        std::copy(g.y.begin(), g.y.end(), y->begin() + r * ny);
+        std::copy(g.S.begin(), g.S.end(), after->S.begin() + slots[r] * P.S_stride);
+        std::copy(g.conv.begin(), g.conv.end(), after->conv.begin() + slots[r] * P.conv_stride);
+    }
+}
+
+// Device rows array of (slot, position) pairs; positions are arbitrary (unused by the GDN step).
+std::vector<int32_t> rows_pairs(const std::vector<int32_t>& slots) {
+    std::vector<int32_t> v;
+    for (size_t r = 0; r < slots.size(); ++r) {
+        v.push_back(slots[r]);
+        v.push_back(static_cast<int32_t>(100 + 7 * r));
+    }
+    return v;
+}
+
+// Every row of the batched call equals the single-sequence call on that slot's state bit for bit (y, S, conv
+// state), and the CPU composition within the budget; unused slots and the padding between slots stay untouched.
+// Odd S padding on one shape exercises the scalar state path (S_stride % 4 ≠ 0) against the float4 single call.
+TEST(GdnCuda, RowsMatchSingleSequenceCalls) {
+    SKIP_WITHOUT_GPU();
+    struct Case {
+        ShapeCase sc;
+        int64_t conv_pad, S_pad;
+    };
+    const std::vector<Case> cases = {
+        {{{16, 16, 128, 128, KeyHeadMap::GROUPED}, 4}, 3, 4},  // 2B
+        {{{16, 48, 128, 128, KeyHeadMap::TILED}, 4}, 0, 0},    // 27B-like, packed slots
+        {{{16, 32, 128, 128, KeyHeadMap::TILED}, 4}, 5, 1},    // 9B-like, S_stride % 4 ≠ 0: scalar state path
+        {{{3, 3, 40, 13, KeyHeadMap::GROUPED}, 4}, 1, 4},      // ragged (odd dv: scalar path anyway)
+        {{{2, 6, 32, 24, KeyHeadMap::TILED}, 3}, 2, 8},        // K = 3
+        {{{1, 2, 256, 64, KeyHeadMap::TILED}, 4}, 0, 4},       // 256-thread blocks
+    };
+    const std::vector<std::vector<int32_t>> subsets = {{4}, {5, 0, 3}, {6, 2, 0, 5, 3}};
+    constexpr int kSlots = 7;
+    uint32_t seed = 5000;
+    double worst = 0;
+    for (const Case& c : cases)
+        for (const std::vector<int32_t>& slots : subsets) {
+            const GdnShape& s = c.sc.s;
+            SCOPED_TRACE(testing::Message() << shape_str(s, c.sc.K) << " pads " << c.conv_pad << "/" << c.S_pad
+                                            << " n_rows " << slots.size() << " seed " << seed);
+            const Layer W = make_layer(s, c.sc.K, seed++);
+            const Pool P = make_pool(W, kSlots, c.conv_pad, c.S_pad, seed++);
+            const int64_t n_rows = static_cast<int64_t>(slots.size());
+            const Inputs in = make_inputs(W, n_rows, seed++);
+            std::vector<float> y_want;
+            Pool want;
+            expected_rows(W, P, in, slots, &y_want, &want, &worst);
+            if (HasFatalFailure()) return;
+
+            DevLayer dw(W);
+            DeviceBuffer conv_d = dev(P.conv), S_d = dev(P.S);
+            DevInputs din(in, y_want.size());
+            auto rows_b = upload(rows_pairs(slots), "gdn test rows");
+            ASSERT_TRUE(rows_b.is_ok());
+            GdnDecodeArgs a = make_args(W, dw, din);
+            a.conv_state = conv_d.as<float>();
+            a.S = S_d.as<float>();
+            gated_delta_net_step_rows(a, rows_b.value().as<int32_t>(), P.conv_stride, P.S_stride, n_rows, nullptr);
+            CUDA_CHECK(cudaGetLastError());
+            CUDA_CHECK(cudaDeviceSynchronize());
+            expect_equal("y", download<float>(din.y, y_want.size()), y_want);
+            expect_equal("S pool", download<float>(S_d, P.S.size()), want.S);
+            expect_equal("conv pool", download<float>(conv_d, P.conv.size()), want.conv);
+            if (HasFatalFailure()) return;
+        }
+    std::printf("rows (single calls vs CPU): worst error / budget = %.3f\n", worst);
+}
+
+TEST(GdnCuda, RowsZeroRowsIsNoOp) {
+    SKIP_WITHOUT_GPU();
+    const Layer W = make_layer({2, 6, 32, 24, KeyHeadMap::GROUPED}, 4, 9);
+    const Pool P = make_pool(W, 2, 0, 0, 10);
+    DevLayer dw(W);
+    DeviceBuffer conv_d = dev(P.conv), S_d = dev(P.S);
+    DevInputs din(make_inputs(W, 1, 11), W.s.nv * W.s.dv);
+    GdnDecodeArgs a = make_args(W, dw, din);
+    a.conv_state = conv_d.as<float>();
+    a.S = S_d.as<float>();
+    gated_delta_net_step_rows(a, nullptr, P.conv_stride, P.S_stride, 0, nullptr);
+    CUDA_CHECK(cudaDeviceSynchronize());
+    expect_equal("S pool", download<float>(S_d, P.S.size()), P.S);
+    expect_equal("conv pool", download<float>(conv_d, P.conv.size()), P.conv);
+}
+
+// The rows call captured once in a CUDA graph, replayed with the rows array rewritten in between (other slots):
+// each replay advances the slots the array names at launch time (the slots are read at run time, not captured).
+TEST(GdnCuda, RowsGraphReadsRowsAtRunTime) {
+    SKIP_WITHOUT_GPU();
+    const GdnShape s{16, 32, 128, 128, KeyHeadMap::TILED};
+    const Layer W = make_layer(s, 4, 21);
+    const Pool P0 = make_pool(W, 7, 3, 4, 22);
+    const std::vector<int32_t> first = {1, 6, 4}, second = {5, 0, 2};  // disjoint: slot 3 is never named
+    const Inputs in = make_inputs(W, 3, 23);
+    std::vector<float> y1, y2;
+    Pool P1, P2;
+    expected_rows(W, P0, in, first, &y1, &P1, nullptr);
+    expected_rows(W, P1, in, second, &y2, &P2, nullptr);
+    if (HasFatalFailure()) return;
+
+    cudaStream_t stream;
+    CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    DevLayer dw(W);
+    DeviceBuffer conv_d = dev(P0.conv), S_d = dev(P0.S);
+    DevInputs din(in, y1.size());
+    auto rows_b = upload(rows_pairs(first), "gdn test rows");
+    ASSERT_TRUE(rows_b.is_ok());
+    GdnDecodeArgs a = make_args(W, dw, din);
+    a.conv_state = conv_d.as<float>();
+    a.S = S_d.as<float>();
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+    gated_delta_net_step_rows(a, rows_b.value().as<int32_t>(), P0.conv_stride, P0.S_stride, 3, stream);
+    CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+    CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+    CUDA_CHECK(cudaStreamSynchronize(stream));
+    expect_equal("S pool after capture", download<float>(S_d, P0.S.size()), P0.S);
+
+    CUDA_CHECK(cudaGraphLaunch(exec, stream));
+    CUDA_CHECK(cudaStreamSynchronize(stream));
+    expect_equal("y, replay 1", download<float>(din.y, y1.size()), y1);
+    expect_equal("S pool, replay 1", download<float>(S_d, P0.S.size()), P1.S);
+    expect_equal("conv pool, replay 1", download<float>(conv_d, P0.conv.size()), P1.conv);
+
+    const std::vector<int32_t> pairs2 = rows_pairs(second);
+    CUDA_CHECK(cudaMemcpyAsync(rows_b.value().get(), pairs2.data(), pairs2.size() * sizeof(int32_t),
+                               cudaMemcpyHostToDevice, stream));
+    CUDA_CHECK(cudaGraphLaunch(exec, stream));
+    CUDA_CHECK(cudaStreamSynchronize(stream));
+    expect_equal("y, replay 2", download<float>(din.y, y2.size()), y2);
+    expect_equal("S pool, replay 2", download<float>(S_d, P0.S.size()), P2.S);
+    expect_equal("conv pool, replay 2", download<float>(conv_d, P0.conv.size()), P2.conv);
+
+    CUDA_CHECK(cudaGraphExecDestroy(exec));
+    CUDA_CHECK(cudaGraphDestroy(graph));
+    CUDA_CHECK(cudaStreamDestroy(stream));
 }
 
 // ---- timing (run with --gtest_also_run_disabled_tests --gtest_filter='*GdnCuda*Bench*') ----
