@@ -4,7 +4,8 @@
 # fixtures and against the CPU path, runs the benchmarks, and prints a short table last (full logs in OUT).
 # EMBER_PREBUILT=DIR: binaries built on the dev machine instead (scripts/gpu-pack.sh → .devbin/bins.tar.xz).
 # EMBER_STAGES (default "gemm tests compare gemmbench bench"): which stages run; "gemm" (the prefill GEMM's tests)
-# stops the run early when they fail; also "splitbench", "server", "grammar" (both need .devdata/smollm2.part*),
+# stops the run early when they fail; also "batch" (the batched engine's tests and `ember bench --batch`),
+# "splitbench", "server", "grammar" (both need .devdata/smollm2.part*),
 # "profile". EMBER_MODELS: the `ember bench` models; EMBER_PP: its -p list (default 512).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -88,6 +89,19 @@ row "ember bench ($models)" "rc=$? (bench.md)"
 $E generate --synthetic qwen3.5-2b --device cuda --prompt-len 16 -n 6 --ignore-eos --trace > /dev/null 2> "$OUT/trace.txt"
 row "trace 2B (trace.txt)" "$(grep -c '^\[trace\]' "$OUT/trace.txt") steps; $(tail -1 "$OUT/trace.txt" | tr '|' '/')"
 cat "$OUT/bench.md"
+fi
+# 3a. the batched engine: its GPU tests, then aggregate decode at 1..64 streams beside the single-sequence decode
+if has batch; then
+  timeout 300 build-gpu/test_cuda --gtest_filter='BatchCuda.*:AttentionRowsCuda.*:GdnCuda.Rows*:SamplingCuda.ArgmaxRows*' \
+    > "$OUT/test_batch.log" 2>&1
+  row "test_cuda batch" "rc=$?, $(grep -E '^\[  (PASSED|FAILED) ' "$OUT/test_batch.log" | tr '\n' ' ')"
+  grep -E "FAILED|Failure|worst" "$OUT/test_batch.log" | head -40
+  bmodels=${EMBER_BATCH_MODELS:-qwen3.5-2b,qwen3.5-9b}
+  timeout 400 $E bench --synthetic "$bmodels" --device cuda --batch ${EMBER_BATCH:-1,8,32,64} -n 128 -r 2 -c 512 \
+    > "$OUT/bench_batch.md" 2> "$OUT/bench_batch.err"
+  row "ember bench --batch ($bmodels)" "rc=$? (bench_batch.md)"
+  timeout 200 $E bench --synthetic "$bmodels" --device cuda -p 0 -n 128 -r 2 -c 512 >> "$OUT/bench_batch.md" 2>> "$OUT/bench_batch.err"
+  cat "$OUT/bench_batch.md"; tail -5 "$OUT/bench_batch.err"
 fi
 # 3b. the server under load (SmolLM2 from .devdata/smollm2{.raw,}.part*: the device copy is size-limited, so the pieces come in successive calls to a warm machine) and structured output
 M=.devdata/SmolLM2-135M-Instruct.Q4_1.gguf

@@ -106,6 +106,12 @@ public:
     virtual Status batch_reset(BatchState& b, int64_t slot) const;
     // What the last batched step cost (CUDA: kernels of its graph, GPU µs); the generic form leaves it empty.
     virtual StepStats last_batch_stats(const BatchState& b) const { return {}; }
+    // Diagnostic (`ember bench --batch --profile`): a table of where one greedy step of these rows spends its
+    // GPU time; the step's effects on the pool are as if it ran (callers discard the pool). CUDA only.
+    virtual Expected<std::string> batch_profile(BatchState& b, const int32_t* slots, const int32_t* tokens,
+                                                int64_t rows) const {
+        return errorf("batch profile: only the CUDA models have one");
+    }
 
     // ---- saved sessions (runtime/session_file.h; tensor layout: models/state_io.h) ----
     // The state tensors of a sequence at position pos (names and shapes, no data); empty: cannot save sessions.

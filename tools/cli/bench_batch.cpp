@@ -21,7 +21,7 @@ double now_s() {
 }  // namespace
 
 int bench_batch(const CausalLM& lm, const std::string& label, const std::string& dev, const std::vector<long>& sizes,
-                long prompt, long steps, long reps, double bw_gbs) {
+                long prompt, long steps, long reps, double bw_gbs, bool profile) {
     const ModelInfo& info = lm.info();
     const int64_t V = info.vocab_size;
     for (const long B : sizes) {
@@ -73,6 +73,11 @@ int bench_batch(const CausalLM& lm, const std::string& label, const std::string&
                     gmean > 0 ? strfmt("%.1f", gmean).c_str() : "-", step_us - gmean);
         std::printf("|  |  |  | batch %ld prefill: %.1f tok/s (%ld sequences × %ld tokens, one at a time) | | | | | | |\n",
                     B, double(B * prompt * reps) / prefill_s, B, prompt);
+        if (profile) {  // where one more step's GPU time goes (every kernel node alone)
+            auto t = lm.batch_profile(b, slots.data(), toks.data(), B);
+            if (!t) return fail("bench", t.message());
+            std::printf("\nbatch %ld, one step:\n%s\n", B, t->c_str());
+        }
         std::fflush(stdout);
     }
     return 0;

@@ -13,6 +13,8 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_model.h"
+#include "backend/cuda/graph_profile.h"
+#include "ops/attention/attention_cuda.h"
 #include "ops/linear/cublas_thread.h"
 
 namespace ember::cuda {
@@ -44,13 +46,23 @@ Expected<std::unique_ptr<BatchState>> CudaCausalLM::new_batch(int64_t max_seqs) 
     EMBER_REQUIRE(max_seqs > 0 && max_seqs <= std::min(kMaxBatchSeqs, opt_.max_batch),
                   "batch: --max-seqs %lld (the GPU engine takes 1..%lld)", (long long)max_seqs,
                   (long long)std::min(kMaxBatchSeqs, opt_.max_batch));
+    EMBER_TRY(prepare_batch_head(max_seqs));
     auto b = std::make_unique<CudaBatch>();
     b->pos.assign(size_t(max_seqs), 0);
+    b->s.pooled = true;
     b->s.slots = max_seqs;
     b->s.max_rows = std::max<int64_t>(8, max_seqs);
     CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&b->host_in), size_t(3 * max_seqs) * sizeof(int32_t)));
     CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&b->host_out), size_t(2 * max_seqs) * sizeof(int32_t)));
     return std::unique_ptr<BatchState>(std::move(b));
+}
+
+Status CudaCausalLM::prepare_batch_head(int64_t max_seqs) const {
+    std::lock_guard<std::mutex> lock(batch_mu_);
+    if (max_seqs <= 8 || head_.format != WeightFormat::TILED || head_rows_.data) return Status::ok();
+    EMBER_REQUIRE(host_head_ != nullptr, "batch: the model did not record its LM head");
+    EMBER_ASSIGN(head_rows_, arena_.upload_untiled(*host_head_, "lm_head (batched engine copy)"));
+    return Status::ok();
 }
 
 Status CudaCausalLM::batch_prefill(BatchState& b, int64_t slot, const int32_t* tokens, int64_t n,
@@ -131,15 +143,13 @@ void launch_rows(CudaState& s, int key, const std::function<void()>& body) {
 
 }  // namespace
 
-// Shared by batch_decode and batch_decode_greedy: checks, allocation, rows and ids to the device, the graph
-// (greedy: with the selection and the ids + their logits copied to cb->host_out).
-Status CudaCausalLM::batch_step(BatchState& b, const int32_t* slots, const int32_t* tokens, int64_t rows,
-                                bool greedy) const {
+// Shared by the batched steps: checks, allocation, the rows' (slot, position) pairs and token ids to the device.
+Status CudaCausalLM::batch_stage(BatchState& b, const int32_t* slots, const int32_t* tokens, int64_t rows) const {
     EMBER_ASSIGN(CudaBatch * cb, as_batch(b));
     EMBER_TRY(batch_check_step(b, slots, tokens, rows, info_.vocab_size, capacity_));
     CudaState& s = cb->s;
     if (!s.ready) EMBER_TRY(allocate(s));
-    const int64_t N = b.slots(), V = info_.vocab_size;
+    const int64_t N = b.slots();
     for (int64_t r = 0; r < rows; ++r) {
         cb->host_in[2 * r] = slots[r];
         cb->host_in[2 * r + 1] = static_cast<int32_t>(b.pos[size_t(slots[r])]);
@@ -149,19 +159,47 @@ Status CudaCausalLM::batch_step(BatchState& b, const int32_t* slots, const int32
                                s.stream));
     CUDA_CHECK(cudaMemcpyAsync(s.ids, cb->host_in + 2 * N, size_t(rows) * sizeof(int32_t), cudaMemcpyHostToDevice,
                                s.stream));
-    launch_rows(s, kRowsKey | int(rows) << 1 | int(greedy), [&] {
-        s.rows_mode = true;
-        run(s, rows, false);
-        s.rows_mode = false;
-        if (!greedy) return;
-        float* lg = reinterpret_cast<float*>(s.row_ids + s.max_rows);
-        argmax_rows(s.logits, rows, V, s.row_ids, lg, s.smp_ws, s.stream);
-        CUDA_CHECK(cudaMemcpyAsync(cb->host_out, s.row_ids, size_t(rows) * sizeof(int32_t), cudaMemcpyDeviceToHost,
-                                   s.stream));
-        CUDA_CHECK(cudaMemcpyAsync(cb->host_out + N, lg, size_t(rows) * sizeof(float), cudaMemcpyDeviceToHost,
-                                   s.stream));
-    });
     return Status::ok();
+}
+
+// The step itself (captured once per row count): the forward of every row, and for greedy the selection and the
+// ids + their logits copied to cb.host_out.
+void CudaCausalLM::batch_body(BatchState& b, int64_t rows, bool greedy) const {
+    CudaBatch& cb = static_cast<CudaBatch&>(b);
+    CudaState& s = cb.s;
+    s.rows_mode = true;
+    run(s, rows, false);
+    s.rows_mode = false;
+    if (!greedy) return;
+    const int64_t N = b.slots();
+    float* lg = reinterpret_cast<float*>(s.row_ids + s.max_rows);
+    argmax_rows(s.logits, rows, info_.vocab_size, s.row_ids, lg, s.smp_ws, s.stream);
+    CUDA_CHECK(cudaMemcpyAsync(cb.host_out, s.row_ids, size_t(rows) * sizeof(int32_t), cudaMemcpyDeviceToHost,
+                               s.stream));
+    CUDA_CHECK(cudaMemcpyAsync(cb.host_out + N, lg, size_t(rows) * sizeof(float), cudaMemcpyDeviceToHost, s.stream));
+}
+
+Status CudaCausalLM::batch_step(BatchState& b, const int32_t* slots, const int32_t* tokens, int64_t rows,
+                                bool greedy) const {
+    EMBER_TRY(batch_stage(b, slots, tokens, rows));
+    launch_rows(static_cast<CudaBatch&>(b).s, kRowsKey | int(rows) << 1 | int(greedy),
+                [&] { batch_body(b, rows, greedy); });
+    return Status::ok();
+}
+
+Expected<std::string> CudaCausalLM::batch_profile(BatchState& b, const int32_t* slots, const int32_t* tokens,
+                                                  int64_t rows) const {
+    EMBER_TRY(batch_stage(b, slots, tokens, rows));
+    CudaState& s = static_cast<CudaBatch&>(b).s;
+    detail::cublas_thread_handle();
+    cudaGraph_t graph;
+    CUDA_CHECK(cudaStreamBeginCapture(s.stream, cudaStreamCaptureModeThreadLocal));
+    batch_body(b, rows, true);
+    CUDA_CHECK(cudaStreamEndCapture(s.stream, &graph));
+    CUDA_CHECK(cudaStreamSynchronize(s.stream));
+    std::string t = profile_graph_nodes(graph, s.stream);
+    CUDA_CHECK(cudaGraphDestroy(graph));
+    return t;
 }
 
 Status CudaCausalLM::batch_decode(BatchState& b, const int32_t* slots, const int32_t* tokens, int64_t rows,

@@ -36,8 +36,10 @@ std::unique_ptr<CausalLM> load_gpu(const std::string& rel, int64_t context = 102
 }
 
 // The fp32 paths: GEMV (≤ 8 rows) and the fp32-faithful GEMMs (> 8 rows) differ from the 1-row decode only in the
-// order of fp32 sums (~1e-6 relative); 2e-4 of the logits' scale still catches any row mix-up.
-constexpr double kTol = 2e-4;
+// order of fp32 sums: ≤ 1.3e-4 of the logits' scale measured on flat_untied_gqa3 and the Llama file, 4.8e-4 on
+// mm_tied (whose GPU paths sit 1.3-4.4e-4 from the CPU model: SessionSaveCuda). 1e-3 still catches any row mix-up
+// (errors of order 1).
+constexpr double kTol = 1e-3;
 
 TEST(BatchCuda, RowsEqualSequencesDecodedAlone) {
     SKIP_WITHOUT_GPU();

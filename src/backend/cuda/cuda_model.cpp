@@ -73,7 +73,7 @@ void CudaCausalLM::lm_head(CudaState& s, const float* pending, const float* fina
     const int64_t rows = s.rows_mode ? n : all_rows ? std::min<int64_t>(n, 8) : 1;
     const int64_t first = s.rows_mode || all_rows ? 0 : n - 1;
     add_rmsnorm(s.x, pending, final_norm, s.xn, n, H, eps, s.stream);
-    lin(s, head_, s.xn + first * H, rows, s.logits);
+    lin(s, s.rows_mode && rows > 8 ? batch_head() : head_, s.xn + first * H, rows, s.logits);
 }
 
 Status CudaCausalLM::pool_layer(CudaState& s, const DeviceAlloc& alloc, int64_t floats_per_slot, const char* what,
@@ -136,7 +136,7 @@ Status CudaCausalLM::allocate(CudaState& st) const {
     void* p;
     s->max_rows = std::max<int64_t>(s->max_rows, 8);
     EMBER_ASSIGN(p, alloc(s->max_rows * V * sizeof(float), "logits")); s->logits = static_cast<float*>(p);
-    if (s->slots > 1) {
+    if (s->pooled) {
         EMBER_ASSIGN(p, alloc(s->max_rows * 4 * sizeof(int32_t), "batch rows"));
         s->rows_dev = static_cast<int32_t*>(p);
         s->row_ids = s->rows_dev + 2 * s->max_rows;
@@ -148,11 +148,12 @@ Status CudaCausalLM::allocate(CudaState& st) const {
     EMBER_ASSIGN(p, alloc(V * sizeof(int32_t), "token counts")); s->counts = static_cast<int32_t*>(p);
     EMBER_ASSIGN(p, alloc(256, "sampler state")); s->rng = static_cast<uint64_t*>(p);
     s->params_dev = reinterpret_cast<DeviceSamplingParams*>(static_cast<char*>(p) + 64);
-    const size_t lw = std::max(linear_workspace(B), linear_workspace_bytes(head_, 8));
+    const size_t lw = std::max({linear_workspace(B), linear_workspace_bytes(head_, 8),
+                                s->pooled ? linear_workspace_bytes(batch_head(), s->max_rows) : size_t(0)});
     s->lin_ws_bytes = lw;
     s->lin_ws = nullptr;
     if (lw) { EMBER_ASSIGN(s->lin_ws, alloc(lw, "linear workspace")); }
-    s->att_ws_bytes = std::max(attention_workspace(B), s->slots > 1 ? attention_rows_workspace(s->max_rows) : 0);
+    s->att_ws_bytes = std::max(attention_workspace(B), s->pooled ? attention_rows_workspace(s->max_rows) : 0);
     s->att_ws = nullptr;
     if (s->att_ws_bytes) { EMBER_ASSIGN(s->att_ws, alloc(s->att_ws_bytes, "attention workspace")); }
     s->smp_ws_bytes = std::max({sample_workspace_bytes(V), argmax_workspace_bytes(V),

@@ -8,6 +8,7 @@
 
 #include <functional>
 #include <map>
+#include <mutex>
 #include <memory>
 #include <vector>
 
@@ -67,6 +68,7 @@ struct CudaState : ModelState {
     // floats (V0 likewise; conv0 + i·conv_slot, S0 + i·S_slot); K / V / conv / S point at one slot (slot 0 of a
     // single-sequence state; the slot being prefilled in a batch). rows_mode: run() is a batched decode of n
     // rows, row r = (slot, position) at rows_dev[2r], rows_dev[2r + 1]; logits [n, vocab] land in s.logits.
+    bool pooled = false;  // a batch state (new_batch): rows buffers allocated
     int64_t slots = 1, kv_slot = 0, conv_slot = 0, S_slot = 0;
     std::vector<float*> K0, V0, conv0, S0;
     int32_t* rows_dev = nullptr;
@@ -122,6 +124,8 @@ public:
                                int32_t* ids) const override;
     Status batch_reset(BatchState& b, int64_t slot) const override;
     StepStats last_batch_stats(const BatchState& b) const override;
+    Expected<std::string> batch_profile(BatchState& b, const int32_t* slots, const int32_t* tokens,
+                                        int64_t rows) const override;
     bool device_rng(const ModelState& state, uint64_t* seed, uint64_t* counter) const override;
     Status set_device_rng(ModelState& state, uint64_t seed, uint64_t counter) const override;
 
@@ -174,8 +178,15 @@ protected:
     std::unique_ptr<CausalLM> cpu_;
     CudaOptions opt_;
     ModelInfo info_;
-    DeviceArena arena_;
+    mutable DeviceArena arena_;  // mutable: prepare_batch_head() adds the batched engine's copy of the head
     Weight head_;           // device LM head (for the all-rows logits path)
+    const Weight* host_head_ = nullptr;  // the CPU model's LM head (set by init(); for batch_head())
+    // The head the batched engine multiplies > 8 rows with: head_, or — when head_ is TILED (one pass over it
+    // per row) — an untiled copy uploaded by the first new_batch() of more than 8 sequences.
+    const Weight& batch_head() const { return head_rows_.data ? head_rows_ : head_; }
+    Status prepare_batch_head(int64_t max_seqs) const;
+    mutable std::mutex batch_mu_;
+    mutable Weight head_rows_;
     int64_t widest_ = 0;    // widest activation row (floats)
     int64_t capacity_ = 0;  // KV rows per sequence
 
@@ -185,8 +196,11 @@ private:
     void launch_decode(CudaState& s, int mode, bool first = true) const;  // capture (first time) and launch a decode
                                                                           // graph (first: starts the step's timing)
     void select(CudaState& s, int mode) const;         // penalties + argmax / sample + copy of the id
+    // cuda_batch.cpp: checks, allocation, rows and ids to the device; then the step's body (capturable).
+    Status batch_stage(BatchState& b, const int32_t* slots, const int32_t* tokens, int64_t rows) const;
+    void batch_body(BatchState& b, int64_t rows, bool greedy) const;
     Status batch_step(BatchState& b, const int32_t* slots, const int32_t* tokens, int64_t rows,
-                      bool greedy) const;  // cuda_batch.cpp
+                      bool greedy) const;
 };
 
 // The GPU model for a loaded CPU model (backend/cuda/cuda_registry.cpp: one line per architecture).

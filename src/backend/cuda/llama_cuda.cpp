@@ -78,6 +78,7 @@ Status CudaLlama::init() {
     EMBER_ASSIGN(embed_, arena_.upload_gather_table(E, "embedding"));
     if (host().head().data == E.data && E.format != WeightFormat::GGML) head_ = embed_;
     else { EMBER_ASSIGN(head_, arena_.upload(host().head(), "output")); }
+    host_head_ = &host().head();
     EMBER_ASSIGN(final_norm_, arena_.upload(host().final_norm(), "norm"));
     for (const LlamaLayer& L : host().layers()) {
         DevLayer d;

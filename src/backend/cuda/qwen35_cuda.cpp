@@ -81,6 +81,7 @@ Status CudaQwen35::init() {
     EMBER_ASSIGN(embed_, arena_.upload_gather_table(w.embed, "embedding"));
     if (w.lm_head.data == w.embed.data && w.embed.format != WeightFormat::GGML) head_ = embed_;
     else { EMBER_ASSIGN(head_, arena_.upload(w.lm_head, "lm_head")); }
+    host_head_ = &w.lm_head;
     EMBER_ASSIGN(final_norm_, arena_.upload(w.final_norm, "norm"));
     for (const auto& L : w.layers) {
         DevLayer d;

@@ -29,6 +29,8 @@ public:
     // An embedding table for embed_rows, uploaded as stored (never tiled or repacked; GGML blocks included: the
     // gather decodes them, rows equal to weight_row's).
     Expected<Weight> upload_gather_table(const Weight& E, const char* what);
+    // A matrix never stored TILED (repacking as upload does): the batched engine's GEMM copy of a tiled LM head.
+    Expected<Weight> upload_untiled(const Weight& w, const char* what) { return upload_impl(w, what, false); }
     int64_t bytes() const { return bytes_; }
     // Repack every repackable GGML matrix uploaded from now on, whatever its size (the model sets it when all its
     // decode matrices are repackable_for_fusion, so that its decode runs the fused GEMV path).

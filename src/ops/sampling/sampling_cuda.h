@@ -46,8 +46,8 @@ inline DeviceSamplingParams to_device_params(const SamplingParams& p) {
 Status check_device_sampling_params(const SamplingParams& p);
 
 // ---- greedy -------------------------------------------------------------------------------------------------
-// out_id[0] = argmax(logits[0..vocab)), ties → lowest id, NaN never chosen (all NaN → 0), −0 == +0, exactly as
-// ember::argmax. Two stages: per-block maxima of (value, −id) packed into 64 bits, then one block.
+// out_id[0] = argmax(logits[0..vocab)), ties → lowest id, NaN never chosen, −0 == +0, exactly as ember::argmax;
+// all NaN → 0 (ember::argmax returns the last id then; callers check the chosen logit for NaN either way). Two stages: per-block maxima of (value, −id) packed into 64 bits, then one block.
 size_t argmax_workspace_bytes(int64_t vocab);
 void argmax(const float* logits, int64_t vocab, int32_t* out_id, void* workspace, cudaStream_t stream);
 
