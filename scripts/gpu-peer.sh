@@ -111,7 +111,8 @@ if has bench; then
     t0=$(date +%s)
     timeout 300 "$EMBER" bench -m "$F" --device cuda --batch "$NPL" -n 128 -r 2 -c 512 \
       > "$OUT/ember-batched-gguf.md" 2> "$OUT/peer-ember.log"
-    note "ember bench --batch rc=$? in $(( $(date +%s) - t0 )) s"
+    rc=$?; note "ember bench --batch rc=$rc in $(( $(date +%s) - t0 )) s"
+    [ $rc -ne 0 ] && tail -5 "$OUT/peer-ember.log"
   else
     note "no ember binary at $EMBER (set EMBER or EMBER_PREBUILT): ember side skipped"
   fi
