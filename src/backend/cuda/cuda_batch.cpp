@@ -118,23 +118,10 @@ namespace {
 
 // Captures (first use of this row count and mode) and launches the graph of one batched step.
 void launch_rows(CudaState& s, int key, const std::function<void()>& body) {
-    auto it = s.graphs.find(key);
-    if (it == s.graphs.end()) {
-        detail::cublas_thread_handle();  // cuBLAS (the split GEMM of n > 8 rows) cannot create it during capture
-        cudaGraph_t graph;
-        CUDA_CHECK(cudaStreamBeginCapture(s.stream, cudaStreamCaptureModeThreadLocal));
-        body();
-        CUDA_CHECK(cudaStreamEndCapture(s.stream, &graph));
-        size_t nodes = 0;
-        CUDA_CHECK(cudaGraphGetNodes(graph, nullptr, &nodes));
-        s.graph_kernels[key] = int64_t(nodes);
-        cudaGraphExec_t exec;
-        CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-        CUDA_CHECK(cudaGraphDestroy(graph));
-        it = s.graphs.emplace(key, exec).first;
-    }
+    detail::cublas_thread_handle();  // cuBLAS (the split GEMM of n > 8 rows) cannot create it during capture
+    cudaGraphExec_t exec = graph_for(s, key, body);
     CUDA_CHECK(cudaEventRecord(s.ev0, s.stream));
-    CUDA_CHECK(cudaGraphLaunch(it->second, s.stream));
+    CUDA_CHECK(cudaGraphLaunch(exec, s.stream));
     CUDA_CHECK(cudaEventRecord(s.ev1, s.stream));
     s.stats = StepStats{};
     s.stats.kernels = s.graph_kernels[key];

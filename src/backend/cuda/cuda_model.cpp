@@ -19,6 +19,16 @@ void CudaCausalLM::lin(CudaState& s, const Weight& w, const float* x, int64_t n,
     linear(w, x, n, y, s.stream, s.lin_ws, s.lin_ws_bytes, opt_.prefill_precision);
 }
 
+void CudaCausalLM::attention(CudaState& s, const GatedAttentionDims& d, const float* q, const float* k, const float* v,
+                             const float* q_norm, const float* k_norm, size_t l, int64_t n) const {
+    if (s.rows_mode)
+        gated_attention_decode_rows(d, q, k, v, q_norm, k_norm, s.K0[l], s.V0[l], s.slots, s.rows_dev, n, s.t3,
+                                    s.att_ws, s.att_ws_bytes, s.stream);
+    else
+        gated_attention_core(d, q, k, v, q_norm, k_norm, s.K[l], s.V[l], s.pos_dev, n, s.t3, s.att_ws, s.att_ws_bytes,
+                             s.stream);
+}
+
 void CudaCausalLM::normed_linear(CudaState& s, const Weight& w, const float* norm_w, float eps, int64_t n, float* y,
                                  bool fz) const {
     if (!fz) {
@@ -199,36 +209,42 @@ void CudaCausalLM::select(CudaState& s, int mode) const {
     CUDA_CHECK(cudaMemcpyAsync(&s.io->id, s.out_id, 2 * sizeof(int32_t), cudaMemcpyDeviceToHost, s.stream));
 }
 
+cudaGraphExec_t graph_for(CudaState& s, int key, const std::function<void()>& body) {
+    auto it = s.graphs.find(key);
+    if (it != s.graphs.end()) return it->second;
+    cudaGraph_t graph;
+    CUDA_CHECK(cudaStreamBeginCapture(s.stream, cudaStreamCaptureModeThreadLocal));
+    body();
+    CUDA_CHECK(cudaStreamEndCapture(s.stream, &graph));
+    size_t nodes = 0;
+    CUDA_CHECK(cudaGraphGetNodes(graph, nullptr, &nodes));
+    std::vector<cudaGraphNode_t> list(nodes);
+    CUDA_CHECK(cudaGraphGetNodes(graph, list.data(), &nodes));
+    int64_t kernels = 0;
+    for (auto nd : list) {
+        cudaGraphNodeType t;
+        CUDA_CHECK(cudaGraphNodeGetType(nd, &t));
+        kernels += t == cudaGraphNodeTypeKernel;
+    }
+    s.graph_kernels[key] = kernels;
+    cudaGraphExec_t exec;
+    CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+    CUDA_CHECK(cudaGraphDestroy(graph));
+    s.graphs.emplace(key, exec);
+    return exec;
+}
+
 void CudaCausalLM::launch_decode(CudaState& s, int mode, bool first) const {
-    auto it = s.graphs.find(mode);
-    if (it == s.graphs.end()) {
-        cudaGraph_t graph;
-        CUDA_CHECK(cudaStreamBeginCapture(s.stream, cudaStreamCaptureModeThreadLocal));
+    cudaGraphExec_t exec = graph_for(s, mode, [&] {
         if (!(mode & SELECT_ONLY)) run(s, 1, false);
         if (mode & MASK) {
             const int64_t V = info_.vocab_size;
             apply_token_mask(s.logits, 1, V, V, s.mask_dev, token_mask_words(V), s.stream);
         }
         if ((mode & ~(MASK | SELECT_ONLY)) != LOGITS) select(s, mode & ~(MASK | SELECT_ONLY));
-        CUDA_CHECK(cudaStreamEndCapture(s.stream, &graph));
-        size_t nodes = 0;
-        CUDA_CHECK(cudaGraphGetNodes(graph, nullptr, &nodes));
-        std::vector<cudaGraphNode_t> list(nodes);
-        CUDA_CHECK(cudaGraphGetNodes(graph, list.data(), &nodes));
-        int64_t kernels = 0;
-        for (auto nd : list) {
-            cudaGraphNodeType t;
-            CUDA_CHECK(cudaGraphNodeGetType(nd, &t));
-            kernels += t == cudaGraphNodeTypeKernel;
-        }
-        s.graph_kernels[mode] = kernels;
-        cudaGraphExec_t exec;
-        CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-        CUDA_CHECK(cudaGraphDestroy(graph));
-        it = s.graphs.emplace(mode, exec).first;
-    }
+    });
     if (first) CUDA_CHECK(cudaEventRecord(s.ev0, s.stream));
-    CUDA_CHECK(cudaGraphLaunch(it->second, s.stream));
+    CUDA_CHECK(cudaGraphLaunch(exec, s.stream));
     CUDA_CHECK(cudaEventRecord(s.ev1, s.stream));
     s.stats.kernels = (first ? 0 : s.stats.kernels) + s.graph_kernels[mode];
     s.stats.graph = first;  // two launches per step (masked decode): not "one graph"

@@ -15,6 +15,7 @@
 #include "backend/cuda/device.h"
 #include "backend/cuda/weight_upload.h"
 #include "models/model.h"
+#include "ops/attention/attention_cuda.h"
 #include "ops/linear/linear_gemm_q.h"
 #include "ops/sampling/sampling_cuda.h"
 
@@ -145,6 +146,10 @@ protected:
     virtual size_t attention_workspace(int64_t max_tokens) const = 0;
     // Workspace of the attention op's batched decode of up to `rows` rows (0: no attention layers).
     virtual size_t attention_rows_workspace(int64_t rows) const = 0;
+    // The attention core of layer l into s.t3: one sequence at *s.pos_dev (s.K[l], s.V[l]), or in rows mode the
+    // batched decode over the pools (s.K0[l], s.V0[l], s.rows_dev).
+    void attention(CudaState& s, const GatedAttentionDims& d, const float* q, const float* k, const float* v,
+                   const float* q_norm, const float* k_norm, size_t l, int64_t n) const;
     // y = x·Wᵀ for n rows with the state's workspace (n > 8: the GEMM in opt_.prefill_precision).
     void lin(CudaState& s, const Weight& w, const float* x, int64_t n, float* y) const;
     // Shared pieces of run(). Two ways to run a block, chosen by `fz` (= n == 1 && fuse_decode_):
@@ -202,6 +207,9 @@ private:
     Status batch_step(BatchState& b, const int32_t* slots, const int32_t* tokens, int64_t rows,
                       bool greedy) const;
 };
+
+// The graph of s under `key`, captured from body() on first use (kernel-node count in s.graph_kernels[key]).
+cudaGraphExec_t graph_for(CudaState& s, int key, const std::function<void()>& body);
 
 // The GPU model for a loaded CPU model (backend/cuda/cuda_registry.cpp: one line per architecture).
 Expected<std::unique_ptr<CausalLM>> make_cuda_model(std::unique_ptr<CausalLM> cpu, const CudaOptions& opt);

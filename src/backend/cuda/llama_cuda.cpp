@@ -153,12 +153,7 @@ void CudaLlama::run(CudaState& s, int64_t n, bool all_rows) const {
                 add_bias(s.t2, L.v_bias, n, L.v.rows, st);
             }
         }
-        if (s.rows_mode)
-            gated_attention_decode_rows(adims_, q, k, v, L.q_norm, L.k_norm, s.K0[l], s.V0[l], s.slots, s.rows_dev, n,
-                                        s.t3, s.att_ws, s.att_ws_bytes, st);
-        else
-            gated_attention_core(adims_, q, k, v, L.q_norm, L.k_norm, s.K[l], s.V[l], s.pos_dev, n, s.t3, s.att_ws,
-                                 s.att_ws_bytes, st);
+        attention(s, adims_, q, k, v, L.q_norm, L.k_norm, l, n);
         pending = residual_linear(s, L.o, s.t3, n, fz);
         pending = swiglu_mlp(s, pending, L.ffn_norm, eps, L.gate_up, L.gate, L.up, L.down, n, I, fz);
     }

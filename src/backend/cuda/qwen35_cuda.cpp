@@ -184,12 +184,7 @@ void CudaQwen35::run(CudaState& s, int64_t n, bool all_rows) const {
                 lin(L.k, s.xn, n, s.t1);  // [n, kv, d]
                 lin(L.v, s.xn, n, s.t2);
             }
-            if (s.rows_mode)
-                gated_attention_decode_rows(adims_, q, k, v, L.q_norm, L.k_norm, s.K0[l], s.V0[l], s.slots,
-                                            s.rows_dev, n, s.t3, s.att_ws, s.att_ws_bytes, st);
-            else
-                gated_attention_core(adims_, q, k, v, L.q_norm, L.k_norm, s.K[l], s.V[l], s.pos_dev, n, s.t3,
-                                     s.att_ws, s.att_ws_bytes, st);
+            attention(s, adims_, q, k, v, L.q_norm, L.k_norm, l, n);
             pending = residual_linear(s, L.o, s.t3, n, fz);
         } else {
             const float *qkv = s.t0, *z = s.t1, *b = s.t2, *a = s.t4;

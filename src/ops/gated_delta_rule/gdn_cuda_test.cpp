@@ -165,6 +165,15 @@ struct Pool {
 
 constexpr uint32_t kPoisonBits = 0x7fc0dead;  // a NaN no kernel computes
 
+// The layer's arguments with the state pointers at the pools' bases (the rows call offsets them per slot).
+GdnDecodeArgs pool_args(const Layer& W, const DevLayer& dw, const DevInputs& din, DeviceBuffer& conv_d,
+                        DeviceBuffer& S_d) {
+    GdnDecodeArgs a = make_args(W, dw, din);
+    a.conv_state = conv_d.as<float>();
+    a.S = S_d.as<float>();
+    return a;
+}
+
 Pool make_pool(const Layer& W, int n_slots, int64_t conv_pad, int64_t S_pad, uint32_t seed) {
     Pool P{static_cast<int64_t>(W.conv_state.size()) + conv_pad, static_cast<int64_t>(W.S.size()) + S_pad, {}, {}};
     float poison;
@@ -288,9 +297,7 @@ TEST(GdnCuda, RowsMatchSingleSequenceCalls) {
             DevInputs din(in, y_want.size());
             auto rows_b = upload(rows_pairs(slots), "gdn test rows");
             ASSERT_TRUE(rows_b.is_ok());
-            GdnDecodeArgs a = make_args(W, dw, din);
-            a.conv_state = conv_d.as<float>();
-            a.S = S_d.as<float>();
+            const GdnDecodeArgs a = pool_args(W, dw, din, conv_d, S_d);
             gated_delta_net_step_rows(a, rows_b.value().as<int32_t>(), P.conv_stride, P.S_stride, n_rows, nullptr);
             CUDA_CHECK(cudaGetLastError());
             CUDA_CHECK(cudaDeviceSynchronize());
@@ -309,9 +316,7 @@ TEST(GdnCuda, RowsZeroRowsIsNoOp) {
     DevLayer dw(W);
     DeviceBuffer conv_d = dev(P.conv), S_d = dev(P.S);
     DevInputs din(make_inputs(W, 1, 11), W.s.nv * W.s.dv);
-    GdnDecodeArgs a = make_args(W, dw, din);
-    a.conv_state = conv_d.as<float>();
-    a.S = S_d.as<float>();
+    const GdnDecodeArgs a = pool_args(W, dw, din, conv_d, S_d);
     gated_delta_net_step_rows(a, nullptr, P.conv_stride, P.S_stride, 0, nullptr);
     CUDA_CHECK(cudaDeviceSynchronize());
     expect_equal("S pool", download<float>(S_d, P.S.size()), P.S);
@@ -340,9 +345,7 @@ TEST(GdnCuda, RowsGraphReadsRowsAtRunTime) {
     DevInputs din(in, y1.size());
     auto rows_b = upload(rows_pairs(first), "gdn test rows");
     ASSERT_TRUE(rows_b.is_ok());
-    GdnDecodeArgs a = make_args(W, dw, din);
-    a.conv_state = conv_d.as<float>();
-    a.S = S_d.as<float>();
+    const GdnDecodeArgs a = pool_args(W, dw, din, conv_d, S_d);
     cudaGraph_t graph;
     cudaGraphExec_t exec;
     CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
