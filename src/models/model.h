@@ -102,6 +102,20 @@ public:
     // launch and one host wait per step; only the ids cross).
     virtual Status batch_decode_greedy(BatchState& b, const int32_t* slots, const int32_t* tokens, int64_t rows,
                                        int32_t* ids) const;
+    // Per-row token selection on the device (has_batch_sampler()): every row samples with its own parameters,
+    // seed and penalties, through the pipeline of decode_sample (ops/sampling/sampling_cuda.h). A slot's random
+    // stream starts from its row's params->seed on its first sampled step after batch_reset (or when that seed
+    // changes) and continues across steps, so a sequence's draws do not depend on the other rows of a step.
+    // history: the sequence's tokens so far, ending with the row's token (the penalty window).
+    // ids[r]: row r's selected token; logits (optional, [rows, vocab]): every row's logits before penalties
+    // (for rows the caller samples on the host: logprobs, structured output), nullptr = none cross to the host.
+    virtual bool has_batch_sampler() const { return false; }
+    virtual Status batch_decode_sample(BatchState& b, const int32_t* slots, const int32_t* tokens, int64_t rows,
+                                       const SamplingParams* const* params,
+                                       const std::vector<int32_t>* const* history, int32_t* ids,
+                                       float* logits = nullptr) const {
+        return errorf("batch: this model has no device sampler (use batch_decode and sample on the host)");
+    }
     // Frees a slot for a new sequence: its state is cleared and pos[slot] = 0.
     virtual Status batch_reset(BatchState& b, int64_t slot) const;
     // What the last batched step cost (CUDA: kernels of its graph, GPU µs); the generic form leaves it empty.
