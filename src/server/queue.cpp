@@ -1,4 +1,5 @@
-// queue.cpp: the engine worker — admission, round-robin stepping of the active sequences, cancellation, shutdown.
+// queue.cpp: the engine worker — admission into the batch pool's slots, batched steps of the active sequences
+// (a prefill chunk each for those in their prompt, one batched decode step for the rest), cancellation, shutdown.
 #include "server/queue.h"
 
 #include <algorithm>
@@ -17,9 +18,9 @@ using Clock = std::chrono::steady_clock;
 namespace {
 double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
-bool finite_row(const std::vector<float>& l) {
-    for (float x : l)
-        if (!std::isfinite(x)) return false;
+bool finite_row(const float* l, int64_t n) {
+    for (int64_t i = 0; i < n; ++i)
+        if (!std::isfinite(l[i])) return false;
     return true;
 }
 }  // namespace
@@ -60,12 +61,15 @@ void Job::publish(const GeneratedToken* t, JobEnd end, std::string error) {
 struct EngineQueue::Seq {
     std::shared_ptr<Job> job;
     JobSpec spec;
+    int32_t slot = -1;           // its slot of the batch pool
+    bool device = false;         // tokens selected on the device (batch_decode_sample), else on the host
     Clock::time_point last_token;
-    std::unique_ptr<Session> session;
-    std::unique_ptr<Sampler> sampler;
+    std::unique_ptr<Sampler> sampler;  // host selection (the first token always; every token of a host row)
+    std::vector<int32_t> history;      // prompt + generated tokens (the penalty window)
     size_t prefilled = 0;
     int32_t last = -1;  // the last generated token, consumed by the next decode step
     int64_t generated = 0;
+    bool over = false;           // the job has ended (its slot is freed after the step)
     std::vector<uint32_t> mask;  // the constraint's mask row
 };
 
@@ -75,6 +79,9 @@ EngineQueue::EngineQueue(const CausalLM& model, const QueueOptions& opt, Metrics
     opt_.max_queued = std::max(0, opt_.max_queued);
     opt_.prefill_chunk = std::max<int64_t>(1, opt_.prefill_chunk);
     metrics_.max_seqs = opt_.max_seqs;
+    auto b = model_.new_batch(opt_.max_seqs);
+    if (b) batch_ = std::move(b.value());
+    else ready_ = b.status();
     worker_ = std::thread([this] { run(); });
     pthread_setname_np(worker_.native_handle(), "ember-engine");  // bench/server_load.py tells its CPU time apart
 }
@@ -132,7 +139,7 @@ void EngineQueue::shutdown(std::chrono::milliseconds grace) {
 
 void EngineQueue::run() {
     std::vector<std::unique_ptr<Seq>> seqs;
-    const ModelInfo& info = model_.info();
+    std::vector<char> used(size_t(opt_.max_seqs), 0);
     for (;;) {
         {
             std::unique_lock<std::mutex> lk(mu_);
@@ -144,11 +151,18 @@ void EngineQueue::run() {
                     metrics_.cancelled++;
                     continue;
                 }
+                if (!batch_) {
+                    job->publish(nullptr, JobEnd::FAILED, ready_.message());
+                    continue;
+                }
                 auto s = std::make_unique<Seq>();
                 s->job = job;
                 s->spec = std::move(spec);
-                s->session = std::make_unique<Session>(model_);
+                s->slot = int32_t(std::find(used.begin(), used.end(), 0) - used.begin());
+                used[size_t(s->slot)] = 1;
+                s->device = model_.has_batch_sampler() && s->spec.top_logprobs < 0 && !s->spec.constraint;
                 s->sampler = std::make_unique<Sampler>(s->spec.sampling);
+                s->history = s->spec.prompt;
                 running_.push_back(job);
                 seqs.push_back(std::move(s));
             }
@@ -163,87 +177,144 @@ void EngineQueue::run() {
                 continue;
             }
         }
+        // One round: a prefill chunk of every sequence still in its prompt, then one batched decode step of all
+        // the others (so a long prompt does not stall the streams, and the streams advance together).
+        std::vector<Seq*> decoding;
+        for (auto& s : seqs) {
+            if (s->job->cancelled()) {
+                s->job->publish(nullptr, JobEnd::CANCELLED);
+                metrics_.cancelled++;
+                s->over = true;
+            } else if (s->prefilled < s->spec.prompt.size()) {
+                timed([&] { prefill_chunk(*s); });
+            } else {
+                decoding.push_back(s.get());
+            }
+        }
+        if (!decoding.empty()) timed([&] { decode_step(decoding); });
         int64_t kv = 0;
         for (size_t i = 0; i < seqs.size();) {
-            if (!step(*seqs[i])) {
-                kv += seqs[i]->session->pos();
+            Seq& s = *seqs[i];
+            if (!s.over) {
+                kv += batch_->pos[size_t(s.slot)];
                 ++i;
                 continue;
             }
+            if (Status st = model_.batch_reset(*batch_, s.slot); !st.is_ok())  // the slot is not reused then
+                s.job->publish(nullptr, JobEnd::FAILED, st.message());
+            else
+                used[size_t(s.slot)] = 0;
             std::lock_guard<std::mutex> lk(mu_);
-            running_.erase(std::find(running_.begin(), running_.end(), seqs[i]->job));
+            running_.erase(std::find(running_.begin(), running_.end(), s.job));
             seqs.erase(seqs.begin() + long(i));
         }
         metrics_.kv_tokens = kv;
-        metrics_.kv_bytes = kv * info.kv_bytes_per_token;
-        metrics_.state_bytes = int64_t(seqs.size()) * info.state_bytes;
+        metrics_.kv_bytes = kv * model_.info().kv_bytes_per_token;
+        metrics_.state_bytes = int64_t(seqs.size()) * model_.info().state_bytes;
     }
 }
 
-bool EngineQueue::step(Seq& s) {
+void EngineQueue::timed(const std::function<void()>& f) {
     const auto t0 = Clock::now();
-    const bool done = advance(s);
+    f();
     metrics_.engine_steps++;
     metrics_.engine_ns += uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count());
-    return done;
 }
 
-bool EngineQueue::advance(Seq& s) {
-    if (s.job->cancelled()) {
-        s.job->publish(nullptr, JobEnd::CANCELLED);
-        metrics_.cancelled++;
-        return true;
-    }
-    const auto fail = [&](const std::string& why) {
-        s.job->publish(nullptr, JobEnd::FAILED, why);
-        return true;
-    };
-    if (s.prefilled < s.spec.prompt.size()) {
-        const size_t n = std::min(size_t(opt_.prefill_chunk), s.spec.prompt.size() - s.prefilled);
-        std::vector<int32_t> chunk(s.spec.prompt.begin() + long(s.prefilled), s.spec.prompt.begin() + long(s.prefilled + n));
-        auto logits = s.session->prefill(chunk, false, int64_t(n));
-        if (!logits) return fail(logits.message());
-        s.prefilled += n;
-        metrics_.prompt_tokens += n;
-        if (s.prefilled < s.spec.prompt.size()) return false;
-        if (!finite_row(logits.value())) return fail("the model produced non-finite logits (broken weights?)");
-        return sample(s, logits.value());
-    }
-    if (model_.has_device_sampler() && s.spec.top_logprobs < 0) {  // only the id crosses to the host
-        // A constraint's mask is filled on the host while the device runs the forward pass, applied there.
-        TokenConstraint* c = s.spec.constraint.get();
-        const int64_t remaining = s.spec.max_tokens - s.generated;
-        const TokenMaskFn mask = [c, remaining](uint32_t* w) {
-            c->set_remaining(remaining);
-            c->fill_mask(w);
-        };
-        auto id = s.session->decode_sample(s.last, s.spec.sampling, c ? &mask : nullptr);
-        if (!id) return fail(id.message());
-        return emit(s, nullptr, id.value());
-    }
-    auto logits = s.session->decode(s.last);
-    if (!logits) return fail(logits.message());
-    if (!finite_row(logits.value())) return fail("the model produced non-finite logits (broken weights?)");
-    return sample(s, logits.value());
+void EngineQueue::fail(Seq& s, const std::string& why) {
+    s.job->publish(nullptr, JobEnd::FAILED, why);
+    s.over = true;
 }
 
-bool EngineQueue::sample(Seq& s, const std::vector<float>& logits) {
+void EngineQueue::prefill_chunk(Seq& s) {
+    const size_t n = std::min(size_t(opt_.prefill_chunk), s.spec.prompt.size() - s.prefilled);
+    const bool final = s.prefilled + n == s.spec.prompt.size();
+    logits_.resize(size_t(model_.info().vocab_size));
+    const Status st =
+        model_.batch_prefill(*batch_, s.slot, s.spec.prompt.data() + s.prefilled, int64_t(n), final ? logits_.data() : nullptr);
+    if (!st.is_ok()) return fail(s, st.message());
+    s.prefilled += n;
+    metrics_.prompt_tokens += n;
+    if (!final) return;
+    if (!finite_row(logits_.data(), model_.info().vocab_size))
+        return fail(s, "the model produced non-finite logits (broken weights?)");
+    sample(s, logits_.data());
+}
+
+void EngineQueue::decode_step(const std::vector<Seq*>& rows_in) {
+    const ModelInfo& info = model_.info();
+    const int64_t V = info.vocab_size;
+    std::vector<Seq*> rows;
+    for (Seq* s : rows_in) {  // a full context ends that sequence (as a length limit), not the step
+        if (info.max_context > 0 && batch_->pos[size_t(s->slot)] + 1 > info.max_context) {
+            metrics_.request_duration.observe(seconds(Clock::now() - s->job->submitted_));
+            s->job->publish(nullptr, JobEnd::LENGTH);
+            s->over = true;
+        } else {
+            rows.push_back(s);
+        }
+    }
+    if (rows.empty()) return;
+    const int64_t R = int64_t(rows.size());
+    std::vector<int32_t> slots(static_cast<size_t>(R)), tokens(static_cast<size_t>(R)), ids(static_cast<size_t>(R), -1);
+    bool any_host = false, all_greedy = true;
+    for (int64_t r = 0; r < R; ++r) {
+        slots[size_t(r)] = rows[size_t(r)]->slot;
+        tokens[size_t(r)] = rows[size_t(r)]->last;
+        any_host |= !rows[size_t(r)]->device;
+        const SamplingParams& p = rows[size_t(r)]->spec.sampling;
+        all_greedy &= (p.temperature <= 0.f || p.top_k == 1) &&
+                      (p.penalty_last_n == 0 ||
+                       (p.repetition_penalty == 1.f && p.presence_penalty == 0.f && p.frequency_penalty == 0.f));
+    }
+    Status st = Status::ok();
+    if (!any_host && all_greedy) {
+        st = model_.batch_decode_greedy(*batch_, slots.data(), tokens.data(), R, ids.data());
+    } else if (!any_host || model_.has_batch_sampler()) {
+        std::vector<const SamplingParams*> params(static_cast<size_t>(R));
+        std::vector<const std::vector<int32_t>*> hist(static_cast<size_t>(R));
+        for (int64_t r = 0; r < R; ++r) params[size_t(r)] = &rows[size_t(r)]->spec.sampling, hist[size_t(r)] = &rows[size_t(r)]->history;
+        if (any_host) logits_.resize(size_t(R * V));
+        st = model_.batch_decode_sample(*batch_, slots.data(), tokens.data(), R, params.data(), hist.data(), ids.data(),
+                                        any_host ? logits_.data() : nullptr);
+    } else {
+        logits_.resize(size_t(R * V));
+        st = model_.batch_decode(*batch_, slots.data(), tokens.data(), R, logits_.data());
+    }
+    if (!st.is_ok()) {
+        for (Seq* s : rows) fail(*s, st.message());
+        return;
+    }
+    for (int64_t r = 0; r < R; ++r) {
+        Seq& s = *rows[size_t(r)];
+        if (s.device) {
+            emit(s, nullptr, ids[size_t(r)]);
+            continue;
+        }
+        const float* row = logits_.data() + r * V;
+        if (!finite_row(row, V)) {
+            fail(s, "the model produced non-finite logits (broken weights?)");
+            continue;
+        }
+        sample(s, row);
+    }
+}
+
+void EngineQueue::sample(Seq& s, const float* logits) {
     const int64_t V = model_.info().vocab_size;
     const uint32_t* mask = nullptr;
     if (TokenConstraint* c = s.spec.constraint.get()) {
         s.mask.resize(size_t(token_mask_words(V)));
         c->set_remaining(s.spec.max_tokens - s.generated);
         c->fill_mask(s.mask.data());
-        if (token_mask_count(s.mask.data(), V) == 0) {
-            s.job->publish(nullptr, JobEnd::FAILED, "structured output: no token of the vocabulary can continue the text");
-            return true;
-        }
+        if (token_mask_count(s.mask.data(), V) == 0)
+            return fail(s, "structured output: no token of the vocabulary can continue the text");
         mask = s.mask.data();
     }
-    return emit(s, logits.data(), s.sampler->sample(logits.data(), V, s.session->tokens(), mask));
+    emit(s, logits, s.sampler->sample(logits, V, s.history, mask));
 }
 
-bool EngineQueue::emit(Seq& s, const float* logits, int32_t id) {
+void EngineQueue::emit(Seq& s, const float* logits, int32_t id) {
     const auto now = Clock::now();
     if (s.generated == 0) metrics_.ttft.observe(seconds(now - s.job->submitted_));
     else metrics_.inter_token.observe(seconds(now - s.last_token));
@@ -251,16 +322,15 @@ bool EngineQueue::emit(Seq& s, const float* logits, int32_t id) {
     s.generated++;
     metrics_.generation_tokens++;
     if (s.spec.constraint) {
-        if (Status st = s.spec.constraint->accept(id); !st.is_ok()) {
-            s.job->publish(nullptr, JobEnd::FAILED, "structured output: " + st.message());
-            return true;
-        }
+        if (Status st = s.spec.constraint->accept(id); !st.is_ok())
+            return fail(s, "structured output: " + st.message());
     }
     const auto& stop = s.spec.stop_ids;
     if (std::find(stop.begin(), stop.end(), id) != stop.end()) {
         metrics_.request_duration.observe(seconds(now - s.job->submitted_));
         s.job->publish(nullptr, JobEnd::EOS);
-        return true;
+        s.over = true;
+        return;
     }
     GeneratedToken t;
     t.id = id;
@@ -274,7 +344,8 @@ bool EngineQueue::emit(Seq& s, const float* logits, int32_t id) {
     if (last) metrics_.request_duration.observe(seconds(now - s.job->submitted_));
     s.job->publish(&t, complete ? JobEnd::COMPLETE : last ? JobEnd::LENGTH : JobEnd::RUNNING);
     s.last = id;
-    return last;
+    s.history.push_back(id);
+    s.over = last;
 }
 
 }  // namespace ember::server

@@ -1,17 +1,19 @@
 // queue.h: the engine queue — the only place in the server with threads, mutexes and condition variables.
 //
-// One worker thread owns the model. Requests are submitted as jobs (prompt ids, sampling, limits); at most
-// max_seqs of them are active at once, each a Session, and the worker advances them round-robin, one step each:
-// a prefill chunk or one decode token. So up to max_seqs replies stream at the same time; later jobs wait in a
-// FIFO of at most max_queued (beyond it submit() refuses: the server answers 503 + Retry-After). A job's
-// consumer reads its tokens with Job::wait() and may cancel() it at any time; the worker checks between steps and
-// frees the slot at the next one. This interface (submit → stream of token updates; cancel) is what the batched
-// engine (issue 14) will implement instead: only queue.cpp changes.
+// One worker thread owns the model and one batch pool of max_seqs slots (CausalLM::new_batch). Requests are
+// submitted as jobs (prompt ids, sampling, limits); at most max_seqs of them are active at once, each in a slot.
+// Each round of the worker runs a prefill chunk of every job still in its prompt, then one batched decode step of
+// all the others (CUDA: one graph launch; each row sampled with its own parameters and seed — on the device when
+// the model has a batch sampler and the job needs neither logprobs nor a grammar mask, else on the host from the
+// row's logits). So up to max_seqs replies stream at the same time; later jobs wait in a FIFO of at most
+// max_queued (beyond it submit() refuses: the server answers 503 + Retry-After). A job's consumer reads its tokens
+// with Job::wait() and may cancel() it at any time; the worker checks between rounds and frees the slot then.
 #pragma once
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -92,13 +94,18 @@ public:
     int active() const;
     int queued() const;
 
+    // Whether the batch pool could be made (CausalLM::new_batch(max_seqs)); if not, every job fails with this.
+    const Status& ready() const { return ready_; }
+
 private:
     struct Seq;
-    void run();                 // the worker
-    bool step(Seq& s);          // one step, timed; true when the job is over
-    bool advance(Seq& s);       // the step itself
-    bool emit(Seq& s, const float* logits, int32_t id);
-    bool sample(Seq& s, const std::vector<float>& logits);  // a host-logits selection (masked by the constraint)
+    void run();                                   // the worker
+    void timed(const std::function<void()>& f);   // one model call, counted in the metrics
+    void fail(Seq& s, const std::string& why);
+    void prefill_chunk(Seq& s);                   // the next chunk of s's prompt (the last one samples a token)
+    void decode_step(const std::vector<Seq*>& rows);  // one batched step: a token for each of these sequences
+    void sample(Seq& s, const float* logits);     // a host selection (masked by the constraint)
+    void emit(Seq& s, const float* logits, int32_t id);
 
     const CausalLM& model_;
     QueueOptions opt_;
@@ -110,6 +117,9 @@ private:
     std::vector<std::shared_ptr<Job>> running_;  // jobs the worker holds (for shutdown's cancel)
     bool closed_ = false, stop_ = false;
     int active_ = 0;
+    std::unique_ptr<BatchState> batch_;  // the sequences' states: slot i of the pool per active job
+    Status ready_ = Status::ok();
+    std::vector<float> logits_;          // the host rows' logits of a step [rows, vocab] (worker only)
     std::thread worker_;
 };
 

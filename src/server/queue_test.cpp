@@ -3,7 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
+#include <mutex>
 #include <thread>
+#include <type_traits>
 
 #include "ops/sampling/token_mask.h"
 #include "server/logprobs.h"
@@ -20,6 +23,7 @@ public:
         info_.vocab_size = 37;
         info_.kv_bytes_per_token = 100;
         info_.state_bytes = 1000;
+        info_.max_context = 1 << 20;
     }
     const ModelInfo& info() const override { return info_; }
     std::unique_ptr<ModelState> new_state() const override { return std::make_unique<ModelState>(); }
@@ -258,40 +262,137 @@ TEST(EngineQueue, ConstraintMasksEveryTokenAndEndsTheJob) {
     }
 }
 
-// ToyLM with a "device" sampler: decode_sample() runs the forward pass, asks for the mask as a GPU model does, and
-// selects on the host (a Sampler over the masked logits): the queue's device path with a constraint.
-class DeviceToyLM : public ToyLM {
+// ToyLM with a batch sampler, as a GPU model has: batch_decode_sample() runs the rows' forwards and selects each
+// row with a per-slot Sampler (its own stream, seeded by the row's params, restarted by batch_reset), so the queue's
+// device path runs here; it counts the rows it selected and the steps whose logits went to the host.
+class BatchToyLM : public ToyLM {
 public:
-    bool has_device_sampler() const override { return true; }
-    Expected<int32_t> decode_sample(ModelState& s, int32_t token, const SamplingParams& sp,
-                                    const std::vector<int32_t>& history, const TokenMaskFn* mask) const override {
-        std::vector<float> logits(size_t(info().vocab_size));
-        EMBER_TRY(forward(s, &token, 1, logits.data(), false));
-        std::vector<uint32_t> words(size_t(token_mask_words(info().vocab_size)), ~0u);
-        if (mask) (*mask)(words.data()), ++masks;
-        Sampler smp(sp);
-        return smp.sample(logits.data(), info().vocab_size, history, words.data());
+    explicit BatchToyLM(std::chrono::milliseconds delay = std::chrono::milliseconds(0)) : ToyLM(delay) {}
+    bool has_batch_sampler() const override { return true; }
+    Status batch_decode_sample(BatchState& b, const int32_t* slots, const int32_t* tokens, int64_t rows,
+                               const SamplingParams* const* params, const std::vector<int32_t>* const* history,
+                               int32_t* ids, float* logits) const override {
+        const int64_t V = info().vocab_size;
+        std::vector<float> l(size_t(rows * V));
+        EMBER_TRY(batch_decode(b, slots, tokens, rows, l.data()));
+        std::lock_guard<std::mutex> lk(mu);
+        for (int64_t r = 0; r < rows; ++r) {
+            EMBER_REQUIRE(!history[r]->empty() && history[r]->back() == tokens[r], "history must end with the token");
+            auto& smp = samplers[slots[r]];
+            if (!smp || smp->params().seed != params[r]->seed) smp = std::make_unique<Sampler>(*params[r]);
+            ids[r] = smp->sample(&l[size_t(r * V)], V, *history[r]);
+            device_rows++;
+        }
+        if (logits) std::copy(l.begin(), l.end(), logits), host_logit_steps++;
+        return Status::ok();
     }
-    mutable int masks = 0;
+    Status batch_reset(BatchState& b, int64_t slot) const override {
+        std::lock_guard<std::mutex> lk(mu);
+        samplers.erase(int32_t(slot));
+        return ToyLM::batch_reset(b, slot);
+    }
+    mutable std::mutex mu;
+    mutable std::map<int32_t, std::unique_ptr<Sampler>> samplers;
+    mutable int device_rows = 0, host_logit_steps = 0;
 };
 
-TEST(EngineQueue, ConstraintOnTheDeviceSamplerPath) {
-    DeviceToyLM lm;
+TEST(EngineQueue, ConstraintRowsSampleOnTheHostBesideDeviceRows) {
+    BatchToyLM lm(std::chrono::milliseconds(2));
     Metrics m;
-    EngineQueue q(lm, {}, m);
+    QueueOptions o;
+    o.max_seqs = 2;
+    EngineQueue q(lm, o, m);
     auto c = std::make_shared<EvenIds>(100);
-    JobSpec s = greedy({5}, 6);
-    s.sampling.temperature = 1.f;
-    s.constraint = c;
+    JobSpec cs = greedy({5}, 6);
+    cs.sampling.temperature = 1.f;
+    cs.constraint = c;
+    JobSpec free_row = greedy({7}, 6);
+    free_row.sampling.temperature = 1.f;
+    free_row.sampling.seed = 3;
     EngineQueue::Refusal why;
-    auto job = q.submit(s, &why);
+    auto a = q.submit(cs, &why);
+    auto b = q.submit(free_row, &why);
     JobEnd end;
-    const auto ids = drain(*job, &end);
+    const auto ids = drain(*a, &end);
+    drain(*b);
     EXPECT_EQ(ids, c->accepted);  // accept() refused any odd id: the job would have failed
     EXPECT_EQ(ids.size(), 6u);
     EXPECT_EQ(end, JobEnd::LENGTH);
-    EXPECT_EQ(lm.masks, 5);  // the first token comes from the prefill's logits (host), the other 5 from decode_sample
     EXPECT_EQ(c->remaining, (std::vector<int64_t>{6, 5, 4, 3, 2, 1}));
+    // The free row's 5 decode steps were selected by the batch sampler; the constrained row's by the host, from
+    // logits that crossed in the steps they shared.
+    EXPECT_EQ(lm.device_rows, 2 * 5);  // the batch sampler selects every row; the queue uses the host rows' logits
+    EXPECT_GE(lm.host_logit_steps, 5);
+}
+
+// A sequence's tokens do not depend on what else is in the batch: sampled alone, and among others with other
+// seeds and parameters, on the host path (ToyLM) and on the batch-sampler path (BatchToyLM).
+template <class LM>
+void expect_batch_invariant_sampling() {
+    JobSpec solo = greedy({9, 4}, 12);
+    solo.sampling.temperature = 1.5f;
+    solo.sampling.top_p = 0.9f;
+    solo.sampling.repetition_penalty = 1.2f;
+    solo.sampling.seed = 42;
+    std::vector<int32_t> alone;
+    {
+        LM lm;
+        Metrics m;
+        EngineQueue q(lm, {}, m);
+        EngineQueue::Refusal why;
+        alone = drain(*q.submit(solo, &why));
+    }
+    if constexpr (std::is_same_v<LM, ToyLM>) {  // the host path is the runtime's generate() loop, token for token
+        LM lm;
+        Session sess(lm);
+        std::vector<int32_t> ref;
+        ASSERT_TRUE(sess.generate(solo.prompt, solo.max_tokens, solo.sampling, {}, [&](int32_t id) {
+                            ref.push_back(id);
+                            return true;
+                        }).is_ok());
+        EXPECT_EQ(alone, ref);
+    }
+    LM lm;
+    Metrics m;
+    QueueOptions o;
+    o.max_seqs = 4;
+    o.prefill_chunk = 1;
+    EngineQueue q(lm, o, m);
+    EngineQueue::Refusal why;
+    std::vector<std::shared_ptr<Job>> others;
+    for (int i = 0; i < 3; ++i) {
+        JobSpec x = greedy({int32_t(i), int32_t(2 * i + 1), 3, 4, 5}, 3 + 4 * i);
+        x.sampling.temperature = 0.7f + 0.3f * float(i);
+        x.sampling.seed = uint64_t(100 + i);
+        others.push_back(q.submit(x, &why));
+    }
+    auto job = q.submit(solo, &why);
+    EXPECT_EQ(drain(*job), alone);
+    for (auto& o2 : others) drain(*o2);
+}
+
+TEST(EngineQueue, SampledSequenceEqualsItsSoloRunHostPath) { expect_batch_invariant_sampling<ToyLM>(); }
+TEST(EngineQueue, SampledSequenceEqualsItsSoloRunBatchSampler) { expect_batch_invariant_sampling<BatchToyLM>(); }
+
+TEST(EngineQueue, AFullContextEndsOnlyThatSequence) {
+    struct SmallLM : ToyLM {
+        SmallLM() { info_small = ToyLM::info(), info_small.max_context = 6; }
+        const ModelInfo& info() const override { return info_small; }
+        ModelInfo info_small;
+    } lm;
+    Metrics m;
+    QueueOptions o;
+    o.max_seqs = 2;
+    EngineQueue q(lm, o, m);
+    EngineQueue::Refusal why;
+    auto longer = q.submit(greedy({1, 2, 3, 4}, 10), &why);
+    auto fits = q.submit(greedy({2}, 3), &why);
+    JobEnd end_long, end_fits;
+    const auto ids = drain(*longer, &end_long);
+    EXPECT_EQ(end_long, JobEnd::LENGTH);  // finish_reason "length", as when max_tokens is reached
+    EXPECT_EQ(ids.size(), 3u);  // positions 4 and 5 were decoded (tokens 2 and 3); the 4th token found no room
+    EXPECT_EQ(drain(*fits, &end_fits), expected(2, 3));
+    EXPECT_EQ(end_fits, JobEnd::LENGTH);
 }
 
 TEST(Metrics, PrometheusText) {

@@ -23,6 +23,7 @@ Expected<std::unique_ptr<Server>> Server::create(std::unique_ptr<CausalLM> model
     if (id.empty()) id = opt.model_path.empty() ? "ember" : std::filesystem::path(opt.model_path).filename().string();
     if (id.empty()) id = std::filesystem::path(opt.model_path).parent_path().filename().string();
     s->queue_ = std::make_unique<EngineQueue>(*s->model_, opt.queue, s->metrics_);
+    EMBER_TRY(s->queue_->ready());  // the batch pool of --max-seqs slots
     s->grammars_ = std::make_unique<GrammarCache>(*s->tok_, s->model_->info().vocab_size);
     s->ctx_.reset(new ServerContext{*s->model_, *s->tok_, *s->chat_, *s->queue_, s->metrics_, *s->grammars_, id, ctx,
                                     opt.retry_after_s, unix_now()});
