@@ -155,6 +155,10 @@ void EngineQueue::run() {
                     job->publish(nullptr, JobEnd::FAILED, ready_.message());
                     continue;
                 }
+                if (spec.prompt.empty()) {  // nothing to continue from (and a row without a token would fail a step)
+                    job->publish(nullptr, JobEnd::FAILED, "the prompt has no tokens");
+                    continue;
+                }
                 auto s = std::make_unique<Seq>();
                 s->job = job;
                 s->spec = std::move(spec);

@@ -395,6 +395,17 @@ TEST(EngineQueue, AFullContextEndsOnlyThatSequence) {
     EXPECT_EQ(end_fits, JobEnd::LENGTH);
 }
 
+TEST(EngineQueue, AnEmptyPromptFailsAloneBesideOthers) {
+    Rig r;
+    auto ok = r.submit(greedy({4}, 5));
+    auto empty = r.submit(greedy({}, 5));
+    JobEnd end;
+    drain(*empty, &end);
+    EXPECT_EQ(end, JobEnd::FAILED);
+    EXPECT_EQ(drain(*ok, &end), expected(4, 5));
+    EXPECT_EQ(end, JobEnd::LENGTH);
+}
+
 TEST(Metrics, PrometheusText) {
     Metrics m;
     m.ttft.observe(0.003);
