@@ -261,28 +261,24 @@ void EngineQueue::decode_step(const std::vector<Seq*>& rows_in) {
     if (rows.empty()) return;
     const int64_t R = int64_t(rows.size());
     std::vector<int32_t> slots(static_cast<size_t>(R)), tokens(static_cast<size_t>(R)), ids(static_cast<size_t>(R), -1);
-    bool any_host = false, all_greedy = true;
+    bool any_host = false;
     for (int64_t r = 0; r < R; ++r) {
         slots[size_t(r)] = rows[size_t(r)]->slot;
         tokens[size_t(r)] = rows[size_t(r)]->last;
         any_host |= !rows[size_t(r)]->device;
-        const SamplingParams& p = rows[size_t(r)]->spec.sampling;
-        all_greedy &= (p.temperature <= 0.f || p.top_k == 1) &&
-                      (p.penalty_last_n == 0 ||
-                       (p.repetition_penalty == 1.f && p.presence_penalty == 0.f && p.frequency_penalty == 0.f));
     }
+    if (any_host) logits_.resize(size_t(R * V));
     Status st = Status::ok();
-    if (!any_host && all_greedy) {
-        st = model_.batch_decode_greedy(*batch_, slots.data(), tokens.data(), R, ids.data());
-    } else if (!any_host || model_.has_batch_sampler()) {
+    if (model_.has_batch_sampler()) {  // device rows selected there (an all-greedy step is the model's fast path)
         std::vector<const SamplingParams*> params(static_cast<size_t>(R));
         std::vector<const std::vector<int32_t>*> hist(static_cast<size_t>(R));
-        for (int64_t r = 0; r < R; ++r) params[size_t(r)] = &rows[size_t(r)]->spec.sampling, hist[size_t(r)] = &rows[size_t(r)]->history;
-        if (any_host) logits_.resize(size_t(R * V));
+        for (int64_t r = 0; r < R; ++r) {
+            params[size_t(r)] = &rows[size_t(r)]->spec.sampling;
+            hist[size_t(r)] = &rows[size_t(r)]->history;
+        }
         st = model_.batch_decode_sample(*batch_, slots.data(), tokens.data(), R, params.data(), hist.data(), ids.data(),
                                         any_host ? logits_.data() : nullptr);
-    } else {
-        logits_.resize(size_t(R * V));
+    } else {  // every row is a host row
         st = model_.batch_decode(*batch_, slots.data(), tokens.data(), R, logits_.data());
     }
     if (!st.is_ok()) {

@@ -46,17 +46,19 @@ private:
 };
 
 // A toy model, its metrics and a queue on them.
-struct Rig {
-    explicit Rig(QueueOptions o = {}, std::chrono::milliseconds delay = std::chrono::milliseconds(0))
+template <class LM>
+struct RigOf {
+    explicit RigOf(QueueOptions o = {}, std::chrono::milliseconds delay = std::chrono::milliseconds(0))
         : lm(delay), q(lm, o, m) {}
     std::shared_ptr<Job> submit(JobSpec s) {
         EngineQueue::Refusal why;
         return q.submit(std::move(s), &why);
     }
-    ToyLM lm;
+    LM lm;
     Metrics m;
     EngineQueue q;
 };
+using Rig = RigOf<ToyLM>;
 
 JobSpec greedy(std::vector<int32_t> prompt, int64_t max_tokens) {
     JobSpec j;
@@ -297,11 +299,9 @@ public:
 };
 
 TEST(EngineQueue, ConstraintRowsSampleOnTheHostBesideDeviceRows) {
-    BatchToyLM lm(std::chrono::milliseconds(2));
-    Metrics m;
     QueueOptions o;
     o.max_seqs = 2;
-    EngineQueue q(lm, o, m);
+    RigOf<BatchToyLM> r(o, std::chrono::milliseconds(2));
     auto c = std::make_shared<EvenIds>(100);
     JobSpec cs = greedy({5}, 6);
     cs.sampling.temperature = 1.f;
@@ -309,9 +309,8 @@ TEST(EngineQueue, ConstraintRowsSampleOnTheHostBesideDeviceRows) {
     JobSpec free_row = greedy({7}, 6);
     free_row.sampling.temperature = 1.f;
     free_row.sampling.seed = 3;
-    EngineQueue::Refusal why;
-    auto a = q.submit(cs, &why);
-    auto b = q.submit(free_row, &why);
+    auto a = r.submit(cs);
+    auto b = r.submit(free_row);
     JobEnd end;
     const auto ids = drain(*a, &end);
     drain(*b);
@@ -321,8 +320,8 @@ TEST(EngineQueue, ConstraintRowsSampleOnTheHostBesideDeviceRows) {
     EXPECT_EQ(c->remaining, (std::vector<int64_t>{6, 5, 4, 3, 2, 1}));
     // The free row's 5 decode steps were selected by the batch sampler; the constrained row's by the host, from
     // logits that crossed in the steps they shared.
-    EXPECT_EQ(lm.device_rows, 2 * 5);  // the batch sampler selects every row; the queue uses the host rows' logits
-    EXPECT_GE(lm.host_logit_steps, 5);
+    EXPECT_EQ(r.lm.device_rows, 2 * 5);  // the batch sampler selects every row; the queue uses the host rows' logits
+    EXPECT_GE(r.lm.host_logit_steps, 5);
 }
 
 // A sequence's tokens do not depend on what else is in the batch: sampled alone, and among others with other
@@ -336,11 +335,8 @@ void expect_batch_invariant_sampling() {
     solo.sampling.seed = 42;
     std::vector<int32_t> alone;
     {
-        LM lm;
-        Metrics m;
-        EngineQueue q(lm, {}, m);
-        EngineQueue::Refusal why;
-        alone = drain(*q.submit(solo, &why));
+        RigOf<LM> r;
+        alone = drain(*r.submit(solo));
     }
     if constexpr (std::is_same_v<LM, ToyLM>) {  // the host path is the runtime's generate() loop, token for token
         LM lm;
@@ -352,21 +348,18 @@ void expect_batch_invariant_sampling() {
                         }).is_ok());
         EXPECT_EQ(alone, ref);
     }
-    LM lm;
-    Metrics m;
     QueueOptions o;
     o.max_seqs = 4;
     o.prefill_chunk = 1;
-    EngineQueue q(lm, o, m);
-    EngineQueue::Refusal why;
+    RigOf<LM> r(o);
     std::vector<std::shared_ptr<Job>> others;
     for (int i = 0; i < 3; ++i) {
         JobSpec x = greedy({int32_t(i), int32_t(2 * i + 1), 3, 4, 5}, 3 + 4 * i);
         x.sampling.temperature = 0.7f + 0.3f * float(i);
         x.sampling.seed = uint64_t(100 + i);
-        others.push_back(q.submit(x, &why));
+        others.push_back(r.submit(x));
     }
-    auto job = q.submit(solo, &why);
+    auto job = r.submit(solo);
     EXPECT_EQ(drain(*job), alone);
     for (auto& o2 : others) drain(*o2);
 }
