@@ -2,7 +2,8 @@
 // --batch-prompt-token prompt each (batch_prefill), then -n steps of all B rows (batch_decode_greedy: one graph
 // launch per step on CUDA); the decode time of the steps gives the aggregate tok/s (B·n / t) and per stream
 // (n / t). Floor per step: the weights once + each sequence's recurrent state read and written + its KV rows at
-// the mean context, over the copy bandwidth of the run.
+// the mean context, over the copy bandwidth of the run. --sample: the steps are batch_decode_sample (every row
+// T 0.8, top-p 0.9, repetition penalty 1.1 with its own seed) instead.
 #include "bench_batch.h"
 
 #include <chrono>
@@ -21,15 +22,25 @@ double now_s() {
 }  // namespace
 
 int bench_batch(const CausalLM& lm, const std::string& label, const std::string& dev, const std::vector<long>& sizes,
-                long prompt, long steps, long reps, double bw_gbs, bool profile) {
+                long prompt, long steps, long reps, double bw_gbs, bool profile, bool sample) {
     const ModelInfo& info = lm.info();
     const int64_t V = info.vocab_size;
+    if (sample && !lm.has_batch_sampler()) return fail("bench", "--sample: this model has no batched device sampler");
     for (const long B : sizes) {
         auto bp = lm.new_batch(B);
         if (!bp) return fail("bench", bp.message());
         BatchState& b = **bp;
         const size_t nb = static_cast<size_t>(B);
         std::vector<int32_t> slots(nb), toks(nb), ids(nb);
+        std::vector<SamplingParams> sp(nb);
+        std::vector<std::vector<int32_t>> hist(nb);
+        std::vector<const SamplingParams*> sp_of(nb);
+        std::vector<const std::vector<int32_t>*> hist_of(nb);
+        for (size_t s = 0; s < nb; ++s) {
+            sp[s].temperature = 0.8f, sp[s].top_p = 0.9f, sp[s].repetition_penalty = 1.1f, sp[s].seed = 1 + s;
+            sp_of[s] = &sp[s];
+            hist_of[s] = &hist[s];
+        }
         std::vector<double> agg, gpu_us;
         double prefill_s = 0;
         for (long r = 0; r <= reps; ++r) {
@@ -41,14 +52,20 @@ int bench_batch(const CausalLM& lm, const std::string& label, const std::string&
                 if (Status st = lm.batch_prefill(b, s, p.data(), prompt, nullptr); !st) return fail("bench", st.message());
                 slots[size_t(s)] = static_cast<int32_t>(s);
                 toks[size_t(s)] = static_cast<int32_t>((s * 31 + 7) % V);
+                hist[size_t(s)] = p;
+                hist[size_t(s)].push_back(toks[size_t(s)]);
             }
             if (r > 0) prefill_s += now_s() - t0;
             t0 = now_s();
             double g = 0;
             for (long i = 0; i < steps; ++i) {
-                if (Status st = lm.batch_decode_greedy(b, slots.data(), toks.data(), B, ids.data()); !st)
-                    return fail("bench", st.message());
+                const Status st = sample ? lm.batch_decode_sample(b, slots.data(), toks.data(), B, sp_of.data(),
+                                                                  hist_of.data(), ids.data())
+                                         : lm.batch_decode_greedy(b, slots.data(), toks.data(), B, ids.data());
+                if (!st) return fail("bench", st.message());
                 toks = ids;
+                if (sample)
+                    for (size_t s = 0; s < nb; ++s) hist[s].push_back(ids[s]);
                 g += lm.last_batch_stats(b).gpu_us;
             }
             const double t = now_s() - t0;
@@ -67,8 +84,9 @@ int bench_batch(const CausalLM& lm, const std::string& label, const std::string&
                                                double(info.kv_bytes_per_token) * (double(prompt) + double(steps) / 2.0));
         const double floor_us = bw_gbs > 0 ? step_bytes / (bw_gbs * 1e9) * 1e6 : 0;
         const double step_us = 1e6 * double(B) / mean;
-        std::printf("| %s | %s | %s | batch %ld: pp%ld + tg%ld | %.1f ± %.1f aggregate, %.1f per stream | %.1f %% | %.1f | | %s | %.1f |\n",
-                    label.c_str(), human_bytes(double(info.weight_bytes)).c_str(), dev.c_str(), B, prompt, steps, mean,
+        std::printf("| %s | %s | %s | batch %ld%s: pp%ld + tg%ld | %.1f ± %.1f aggregate, %.1f per stream | %.1f %% | %.1f | | %s | %.1f |\n",
+                    label.c_str(), human_bytes(double(info.weight_bytes)).c_str(), dev.c_str(), B,
+                    sample ? " sampled" : "", prompt, steps, mean,
                     sd, mean / double(B), floor_us > 0 ? 100.0 * floor_us / step_us : 0.0, floor_us,
                     gmean > 0 ? strfmt("%.1f", gmean).c_str() : "-", step_us - gmean);
         std::printf("|  |  |  | batch %ld prefill: %.1f tok/s (%ld sequences × %ld tokens, one at a time) | | | | | | |\n",

@@ -40,7 +40,8 @@ void usage() {
         "  --threads N   CPU threads\n"
         "  --batch B[,B...]  instead of pp/tg: the batched engine's aggregate decode at B streams (e.g. 1,8,32,64):\n"
         "                B prompts of --batch-prompt tokens (default 128), then -n steps of all B rows, greedy\n"
-        "                (--profile: then a table of one step's GPU time by kernel; CUDA)\n"
+        "                (--profile: then a table of one step's GPU time by kernel; CUDA; --sample: every row sampled\n"
+        "                on the device, T 0.8 top-p 0.9 repetition 1.1, instead of greedy)\n"
         "%s"
         "  --kernels     instead: the decode-GEMV table (gemv_bench, built with -DEMBER_CUDA=ON next to this binary) and,\n"
         "                when python3 has torch, the peers on the same shapes (bench/peers/torch_int4.py: torch int4\n"
@@ -136,6 +137,7 @@ int cmd_bench(int argc, char** argv) {
     const std::string batch_list = a.str({"--batch"});
     const long batch_prompt = a.integer({"--batch-prompt"}, 128);
     const bool profile = a.flag({"--profile"});
+    const bool sample = a.flag({"--sample"});
     const LoadOptions load = load_options(a);
     if (!a.error().empty()) return fail("bench", a.error());
     std::vector<long> pps;
@@ -199,7 +201,7 @@ int cmd_bench(int argc, char** argv) {
         const std::string label = is_synth ? name : info.architecture;
         const int64_t V = info.vocab_size;
         if (!batches.empty()) {
-            if (bench_batch(lm, label, dev, batches, batch_prompt, tg, reps, bw, profile) != 0) return 1;
+            if (bench_batch(lm, label, dev, batches, batch_prompt, tg, reps, bw, profile, sample) != 0) return 1;
             continue;
         }
         for (const long pp : pps) {

@@ -4,7 +4,10 @@
 // a decode step of `rows` sequences is one graph launch — captured once per row count, the (slot, position) pairs
 // and token ids read from device buffers — with attention and the GDN step in their batched-rows forms
 // (gated_attention_decode_rows, gated_delta_net_step_rows), the linears over all rows at once (GEMV for ≤ 8 rows,
-// the tensor-core GEMMs beyond), and the greedy ids selected on the device (argmax_rows).
+// the tensor-core GEMMs beyond), and the greedy ids selected on the device (argmax_rows). The per-row sampler
+// (batch_decode_sample) is cuda_batch_sample.cpp.
+#include "backend/cuda/cuda_batch.h"
+
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -12,7 +15,6 @@
 #include <cstring>
 
 #include "backend/cuda/cuda_check.h"
-#include "backend/cuda/cuda_model.h"
 #include "backend/cuda/graph_profile.h"
 #include "ops/attention/attention_cuda.h"
 #include "ops/linear/cublas_thread.h"
@@ -22,25 +24,14 @@ namespace ember::cuda {
 namespace {
 
 constexpr int64_t kMaxBatchSeqs = 4096;
-constexpr int kRowsKey = 1 << 20;  // graph keys of batched steps: kRowsKey | rows << 1 | greedy
 
-struct CudaBatch : BatchState {
-    CudaState s;
-    int32_t* host_in = nullptr;   // pinned: (slot, position) pairs [2·slots], then token ids [slots]
-    int32_t* host_out = nullptr;  // pinned: ids [slots], then their logits (float) [slots]
-    ~CudaBatch() override {
-        if (host_in) cudaFreeHost(host_in);
-        if (host_out) cudaFreeHost(host_out);
-    }
-};
+}  // namespace
 
 Expected<CudaBatch*> as_batch(BatchState& b) {
     auto* cb = dynamic_cast<CudaBatch*>(&b);
     EMBER_REQUIRE(cb != nullptr, "batch: this batch state belongs to another model");
     return cb;
 }
-
-}  // namespace
 
 Expected<std::unique_ptr<BatchState>> CudaCausalLM::new_batch(int64_t max_seqs) const {
     EMBER_REQUIRE(max_seqs > 0 && max_seqs <= std::min(kMaxBatchSeqs, opt_.max_batch),
@@ -49,6 +40,7 @@ Expected<std::unique_ptr<BatchState>> CudaCausalLM::new_batch(int64_t max_seqs) 
     EMBER_TRY(prepare_batch_head(max_seqs));
     auto b = std::make_unique<CudaBatch>();
     b->pos.assign(size_t(max_seqs), 0);
+    b->smp.assign(size_t(max_seqs), SlotSampling{});
     b->s.pooled = true;
     b->s.slots = max_seqs;
     b->s.max_rows = std::max<int64_t>(8, max_seqs);
@@ -111,24 +103,21 @@ Status CudaCausalLM::batch_reset(BatchState& b, int64_t slot) const {
         CUDA_CHECK(cudaStreamSynchronize(s.stream));
     }
     b.pos[size_t(slot)] = 0;
+    cb->smp[size_t(slot)] = SlotSampling{};  // the next sampled step seeds the slot's stream again
     return Status::ok();
 }
 
-namespace {
-
-// Captures (first use of this row count and mode) and launches the graph of one batched step.
-void launch_rows(CudaState& s, int key, const std::function<void()>& body) {
+void launch_rows(CudaState& s, int key, const std::function<void()>& body, bool first) {
     detail::cublas_thread_handle();  // cuBLAS (the split GEMM of n > 8 rows) cannot create it during capture
     cudaGraphExec_t exec = graph_for(s, key, body);
-    CUDA_CHECK(cudaEventRecord(s.ev0, s.stream));
+    if (first) CUDA_CHECK(cudaEventRecord(s.ev0, s.stream));
     CUDA_CHECK(cudaGraphLaunch(exec, s.stream));
     CUDA_CHECK(cudaEventRecord(s.ev1, s.stream));
-    s.stats = StepStats{};
-    s.stats.kernels = s.graph_kernels[key];
-    s.stats.graph = true;
+    const int64_t before = first ? 0 : s.stats.kernels;
+    if (first) s.stats = StepStats{};
+    s.stats.kernels = before + s.graph_kernels[key];
+    s.stats.graph = first;  // two launches in one step: not "one graph"
 }
-
-}  // namespace
 
 // Shared by the batched steps: checks, allocation, the rows' (slot, position) pairs and token ids to the device.
 Status CudaCausalLM::batch_stage(BatchState& b, const int32_t* slots, const int32_t* tokens, int64_t rows) const {

@@ -123,6 +123,11 @@ public:
                         float* logits) const override;
     Status batch_decode_greedy(BatchState& b, const int32_t* slots, const int32_t* tokens, int64_t rows,
                                int32_t* ids) const override;
+    // cuda_batch_sample.cpp: per-row penalties and sampling (sampling_rows_cuda.h) inside the step's graph.
+    bool has_batch_sampler() const override { return true; }
+    Status batch_decode_sample(BatchState& b, const int32_t* slots, const int32_t* tokens, int64_t rows,
+                               const SamplingParams* const* params, const std::vector<int32_t>* const* history,
+                               int32_t* ids, float* logits = nullptr) const override;
     Status batch_reset(BatchState& b, int64_t slot) const override;
     StepStats last_batch_stats(const BatchState& b) const override;
     Expected<std::string> batch_profile(BatchState& b, const int32_t* slots, const int32_t* tokens,

@@ -1,7 +1,12 @@
 // CUDA token selection (spec: sampling_cuda.h): argmax, penalties, and the sampling pipeline
 //   block max → [radix histogram → select] × 3 → draw (gather or Gumbel-max) → finish,
 // nine kernels whose control flow depends only on device data, so one captured graph serves any parameters.
+// Every kernel of the pipeline works on rows (sampling_rows_cuda.h): row r is blockIdx.y of the multi-block
+// kernels and blockIdx.x of the single-block ones, with its own logits row, params[r], workspace slice and
+// (through the row → slot map) RNG state and counts; the single-row API is the rows = 1 case, so a row of a
+// batch draws exactly what sample() draws for the same logits, parameters and RNG state.
 #include "ops/sampling/sampling_cuda.h"
+#include "ops/sampling/sampling_rows_cuda.h"
 
 #include <cstddef>
 #include <cstdint>
@@ -48,7 +53,27 @@ struct Scratch {
 constexpr size_t kZeroBytes = offsetof(Scratch, gather);  // cnt, mass, gather_n: zeroed by the first kernel
 static_assert(kZeroBytes % 4 == 0, "zeroed as words");
 
-size_t align256(size_t x) { return (x + 255) / 256 * 256; }
+__host__ __device__ constexpr size_t align256(size_t x) { return (x + 255) / 256 * 256; }
+
+// One row's slice of the sampling workspace: [Scratch][part_max: G][part_draw: G], each 256-byte aligned; rows
+// follow each other every `stride` bytes (row_ws_bytes).
+size_t row_ws_bytes(int G) { return align256(sizeof(Scratch)) + 2 * align256(size_t(G) * sizeof(u64)); }
+struct RowWs {
+    Scratch* ws;
+    u64 *part_max, *part_draw;
+};
+__device__ __forceinline__ RowWs row_ws(void* base, int64_t stride, int64_t r, int G) {
+    char* p = static_cast<char*>(base) + r * stride;
+    RowWs w;
+    w.ws = reinterpret_cast<Scratch*>(p);
+    w.part_max = reinterpret_cast<u64*>(p + align256(sizeof(Scratch)));
+    w.part_draw = w.part_max + align256(size_t(G) * sizeof(u64)) / sizeof(u64);
+    return w;
+}
+// The slot of row r: slots[r · stride], or r itself when there is no map (the single-row API).
+__device__ __forceinline__ int64_t slot_of(const int32_t* slots, int32_t stride, int64_t r) {
+    return slots ? int64_t(slots[r * stride]) : r;
+}
 
 int grid_for(int64_t vocab) {
     int64_t g = (vocab + int64_t(kThreads) * kPerThread - 1) / (int64_t(kThreads) * kPerThread);
@@ -147,13 +172,13 @@ __device__ __forceinline__ u64 mass_fx(float l, float M, float T) {
 // Per-block maximum of pack(key, id) → part[blockIdx.x]; optionally zeroes `zero_words` words (sampling scratch).
 // Each thread issues its kPerThread loads before using any of them.
 __global__ void __launch_bounds__(kThreads)
-    k_block_max(const float* __restrict__ logits, int64_t vocab, u64* __restrict__ part, uint32_t* zero,
-                int zero_words) {
+    k_block_max(const float* __restrict__ logits, int64_t vocab, u64* __restrict__ part, int64_t part_stride,
+                uint32_t* zero, int zero_words, int64_t zero_stride) {
     pdl_trigger();  // argmax() launches this kernel and its successor with PDL
     pdl_wait();
-    logits += int64_t(blockIdx.y) * vocab;  // argmax_rows: row blockIdx.y (else 0)
-    part += int64_t(blockIdx.y) * gridDim.x;
-    if (blockIdx.y) zero = nullptr;
+    logits += int64_t(blockIdx.y) * vocab;  // row blockIdx.y (argmax_rows, sample_rows; else 0)
+    part += int64_t(blockIdx.y) * part_stride;
+    if (zero) zero = reinterpret_cast<uint32_t*>(reinterpret_cast<char*>(zero) + int64_t(blockIdx.y) * zero_stride);
     const int64_t stride = int64_t(gridDim.x) * kThreads, first = int64_t(blockIdx.x) * kThreads + threadIdx.x;
     if (zero)
         for (int64_t i = first; i < zero_words; i += stride) zero[i] = 0u;
@@ -201,10 +226,16 @@ __global__ void __launch_bounds__(kThreads) k_argmax_final(const u64* __restrict
 template <int PASS>
 __global__ void __launch_bounds__(kThreads)
     k_hist(const float* __restrict__ logits, int64_t vocab, const DeviceSamplingParams* __restrict__ params,
-           Scratch* ws, const u64* __restrict__ part_max, int G) {
+           void* ws_base, int64_t ws_stride, int G) {
     constexpr int shift = kShift[PASS], nb = 1 << kDigitBits[PASS];
     __shared__ uint32_t s_cnt[kBins], s_hi[kBins], s_lo[kBins];
     const int tid = threadIdx.x;
+    const int64_t row = blockIdx.y;
+    const RowWs rw = row_ws(ws_base, ws_stride, row, G);
+    Scratch* ws = rw.ws;
+    const u64* part_max = rw.part_max;
+    logits += row * vocab;
+    params += row;
     const DeviceSamplingParams p = *params;
     int32_t mode;
     float M;
@@ -274,12 +305,18 @@ __global__ void __launch_bounds__(kThreads)
 template <int PASS>
 __global__ void __launch_bounds__(kOneBlock)
     k_select(const float* __restrict__ logits, int64_t vocab, const DeviceSamplingParams* __restrict__ params,
-             Scratch* ws, const u64* __restrict__ part_max, int G) {
+             void* ws_base, int64_t ws_stride, int G) {
     constexpr int nb = 1 << kDigitBits[PASS], E = nb / kOneBlock, shift = kShift[PASS];
     __shared__ int s_cross;
     __shared__ u64 s_above;
     __shared__ int64_t s_cut;
     const int tid = threadIdx.x;
+    const int64_t row = blockIdx.x;
+    const RowWs rw = row_ws(ws_base, ws_stride, row, G);
+    Scratch* ws = rw.ws;
+    const u64* part_max = rw.part_max;
+    logits += row * vocab;
+    params += row;
     SelectState& st = ws->st;
     const DeviceSamplingParams p = *params;
     int32_t mode;
@@ -394,7 +431,14 @@ __global__ void __launch_bounds__(kOneBlock)
 // Top-k: gathers the tokens inside the cut. Otherwise: Gumbel-max over the kept tokens → part_draw.
 __global__ void __launch_bounds__(kThreads)
     k_draw(const float* __restrict__ logits, int64_t vocab, const DeviceSamplingParams* __restrict__ params,
-           Scratch* ws, const uint64_t* __restrict__ rng_state, u64* __restrict__ part_draw) {
+           void* ws_base, int64_t ws_stride, int G, const uint64_t* __restrict__ rng_state,
+           const int32_t* __restrict__ slots, int32_t slot_stride) {
+    const int64_t row = blockIdx.y;
+    const RowWs rw = row_ws(ws_base, ws_stride, row, G);
+    Scratch* ws = rw.ws;
+    u64* part_draw = rw.part_draw;
+    logits += row * vocab;
+    params += row;
     const int32_t mode = ws->st.mode;
     if (mode == MODE_GREEDY) return;
     const uint32_t tau = ws->st.tau, cut_id = ws->st.cut_id;
@@ -412,7 +456,7 @@ __global__ void __launch_bounds__(kThreads)
     const DeviceSamplingParams p = *params;
     const bool cut = mode == MODE_TOPP && !ws->st.no_cut;
     const float M = ws->st.M, T = p.temperature, min_p = fminf(fmaxf(p.min_p, 0.f), 1.f);
-    const u64 key0 = mix64(*rng_state);
+    const u64 key0 = mix64(rng_state[slot_of(slots, slot_stride, row)]);
     u64 best = 0;
     for (int64_t i0 = first; i0 < vocab; i0 += stride * kPerThread) {
         float lv[kPerThread];
@@ -446,22 +490,37 @@ __global__ void __launch_bounds__(kThreads)
 
 // Writes out_id and advances the RNG state (non-greedy modes).
 __global__ void __launch_bounds__(kOneBlock)
-    k_finish(const float* __restrict__ logits, const DeviceSamplingParams* __restrict__ params, Scratch* ws,
-             uint64_t* rng_state, const u64* __restrict__ part_draw, int G, int32_t* out_id) {
+    k_finish(const float* __restrict__ logits, int64_t vocab, const DeviceSamplingParams* __restrict__ params,
+             void* ws_base, int64_t ws_stride, int G, uint64_t* rng_state, const int32_t* __restrict__ slots,
+             int32_t slot_stride, int32_t* out_id, float* out_logit) {
     __shared__ u64 s_key[kMaxTopK];
     const int tid = threadIdx.x;
+    const int64_t row = blockIdx.x;
+    const RowWs rw = row_ws(ws_base, ws_stride, row, G);
+    Scratch* ws = rw.ws;
+    const u64* part_draw = rw.part_draw;
+    logits += row * vocab;
+    params += row;
+    out_id += row;
+    if (out_logit) out_logit += row;
     const int32_t mode = ws->st.mode;
-    if (mode == MODE_GREEDY) {
-        if (tid == 0) *out_id = ws->st.argmax;
+    if (mode == MODE_GREEDY) {  // the RNG state is not read or written
+        if (tid == 0) {
+            *out_id = ws->st.argmax;
+            if (out_logit) *out_logit = logits[ws->st.argmax];
+        }
         return;
     }
+    rng_state += slot_of(slots, slot_stride, row);
     const u64 state = *rng_state;
     if (mode != MODE_TOPK) {
         u64 best = 0;
         for (int b = tid; b < G; b += kOneBlock) best = max_u64(best, part_draw[b]);
         best = block_max_u64<kOneBlock>(best);
         if (tid == 0) {
-            *out_id = best ? unpack_id(best) : ws->st.argmax;  // best == 0 cannot happen: the max is always kept
+            const int32_t id = best ? unpack_id(best) : ws->st.argmax;  // best == 0 cannot happen: the max is kept
+            *out_id = id;
+            if (out_logit) *out_logit = logits[id];
             *rng_state = state + 1;
         }
         return;
@@ -509,13 +568,20 @@ __global__ void __launch_bounds__(kOneBlock)
     block_exclusive_scan<kOneBlock, u64>(kept ? 1ull : 0ull, &n_kept);
     block_exclusive_scan<kOneBlock, u64>(kept && incl <= target ? 1ull : 0ull, &n_le);
     const u64 pick = n_le < n_kept ? n_le : n_kept - 1;  // first kept token whose inclusive sum exceeds target
-    if (u64(tid) == pick) *out_id = id;
+    if (u64(tid) == pick) {
+        *out_id = id;
+        if (out_logit) *out_logit = logits[id];
+    }
     if (tid == 0) *rng_state = state + 1;
 }
 
 __global__ void k_penalties(float* logits, int64_t vocab, const int32_t* __restrict__ counts,
-                            const DeviceSamplingParams* __restrict__ params) {
-    const DeviceSamplingParams p = *params;
+                            const DeviceSamplingParams* __restrict__ params, const int32_t* __restrict__ slots,
+                            int32_t slot_stride) {
+    const int64_t row = blockIdx.y;
+    logits += row * vocab;
+    counts += slot_of(slots, slot_stride, row) * vocab;
+    const DeviceSamplingParams p = params[row];
     if (p.repetition_penalty == 1.f && p.presence_penalty == 0.f && p.frequency_penalty == 0.f) return;
     for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < vocab; i += int64_t(gridDim.x) * blockDim.x) {
         const int32_t c = counts[i];
@@ -538,6 +604,17 @@ __global__ void k_counts_add(int32_t* counts, int64_t vocab, const int32_t* id, 
     if (t >= 0 && int64_t(t) < vocab) counts[t] += delta;
 }
 
+// Thread r: row r's slot gains win[2r] (+1) and loses win[2r + 1] (−1), each when in [0, vocab).
+__global__ void k_counts_rows(int32_t* counts, int64_t rows, int64_t vocab, const int32_t* __restrict__ win,
+                              const int32_t* __restrict__ slots, int32_t slot_stride) {
+    const int64_t r = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (r >= rows) return;
+    int32_t* c = counts + slot_of(slots, slot_stride, r) * vocab;
+    const int32_t enter = win[2 * r], leave = win[2 * r + 1];
+    if (enter >= 0 && int64_t(enter) < vocab) c[enter] += 1;
+    if (leave >= 0 && int64_t(leave) < vocab) c[leave] -= 1;
+}
+
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
 }  // namespace
@@ -555,7 +632,8 @@ void argmax(const float* logits, int64_t vocab, int32_t* out_id, void* workspace
     EMBER_CHECK(aligned16(workspace), "argmax: workspace alignment");
     const int G = grid_for(vocab);
     u64* part = static_cast<u64*>(workspace);
-    launch_pdl(k_block_max, dim3(G), dim3(kThreads), 0, stream, 0, logits, vocab, part, nullptr, 0);
+    launch_pdl(k_block_max, dim3(G), dim3(kThreads), 0, stream, 0, logits, vocab, part, int64_t(G),
+               static_cast<uint32_t*>(nullptr), 0, int64_t(0));
     launch_pdl(k_argmax_final, dim3(1), dim3(kThreads), 0, stream, 0, part, G, out_id, logits, vocab,
                static_cast<float*>(nullptr));
 }
@@ -572,16 +650,34 @@ void argmax_rows(const float* logits, int64_t rows, int64_t vocab, int32_t* out_
     if (rows == 0) return;
     const int G = grid_for(vocab);
     u64* part = static_cast<u64*>(workspace);
-    launch_pdl(k_block_max, dim3(G, unsigned(rows)), dim3(kThreads), 0, stream, 0, logits, vocab, part,
-               static_cast<uint32_t*>(nullptr), 0);
+    launch_pdl(k_block_max, dim3(G, unsigned(rows)), dim3(kThreads), 0, stream, 0, logits, vocab, part, int64_t(G),
+               static_cast<uint32_t*>(nullptr), 0, int64_t(0));
     launch_pdl(k_argmax_final, dim3(unsigned(rows)), dim3(kThreads), 0, stream, 0, part, G, out_ids, logits, vocab,
                out_logits);
 }
 
 void apply_penalties(float* logits, int64_t vocab, const int32_t* counts, const DeviceSamplingParams* params,
                      cudaStream_t stream) {
+    apply_penalties_rows(logits, 1, vocab, counts, params, nullptr, 1, stream);
+}
+
+void apply_penalties_rows(float* logits, int64_t rows, int64_t vocab, const int32_t* counts,
+                          const DeviceSamplingParams* params, const int32_t* slots, int32_t slot_stride,
+                          cudaStream_t stream) {
     EMBER_CHECK(vocab > 0 && vocab < INT32_MAX, "apply_penalties: vocab %lld", (long long)vocab);
-    k_penalties<<<grid_for(vocab), kThreads, 0, stream>>>(logits, vocab, counts, params);
+    EMBER_CHECK(rows >= 0 && rows <= 65535, "apply_penalties_rows: %lld rows", (long long)rows);
+    if (rows == 0) return;
+    k_penalties<<<dim3(grid_for(vocab), unsigned(rows)), kThreads, 0, stream>>>(logits, vocab, counts, params, slots,
+                                                                                slot_stride);
+    CUDA_CHECK(cudaGetLastError());
+}
+
+void token_counts_update_rows(int32_t* counts, int64_t rows, int64_t vocab, const int32_t* win, const int32_t* slots,
+                              int32_t slot_stride, cudaStream_t stream) {
+    EMBER_CHECK(vocab > 0 && vocab < INT32_MAX, "token_counts_update_rows: vocab %lld", (long long)vocab);
+    if (rows <= 0) return;
+    const int nt = 256;
+    k_counts_rows<<<unsigned((rows + nt - 1) / nt), nt, 0, stream>>>(counts, rows, vocab, win, slots, slot_stride);
     CUDA_CHECK(cudaGetLastError());
 }
 
@@ -594,29 +690,42 @@ void token_counts_add(int32_t* counts, int64_t vocab, const int32_t* id, int32_t
     CUDA_CHECK(cudaGetLastError());
 }
 
-size_t sample_workspace_bytes(int64_t vocab) {
-    return align256(sizeof(Scratch)) + 2 * align256(size_t(grid_for(vocab)) * sizeof(u64));
+size_t sample_workspace_bytes(int64_t vocab) { return row_ws_bytes(grid_for(vocab)); }
+
+size_t sample_rows_workspace_bytes(int64_t rows, int64_t vocab) {
+    return size_t(rows < 1 ? 1 : rows) * row_ws_bytes(grid_for(vocab));
 }
 
 void sample(const float* logits, int64_t vocab, const DeviceSamplingParams* params, uint64_t* rng_state,
             int32_t* out_id, void* workspace, cudaStream_t stream) {
+    sample_rows(logits, 1, vocab, params, rng_state, nullptr, 1, out_id, nullptr, workspace, stream);
+}
+
+void sample_rows(const float* logits, int64_t rows, int64_t vocab, const DeviceSamplingParams* params,
+                 uint64_t* rng_state, const int32_t* slots, int32_t slot_stride, int32_t* out_ids, float* out_logits,
+                 void* workspace, cudaStream_t stream) {
     EMBER_CHECK(vocab > 0 && vocab <= int64_t(kMaxBlocks) * kThreads * kPerThread, "sample: vocab %lld (at most %lld)",
                 (long long)vocab, (long long)kMaxBlocks * kThreads * kPerThread);
+    EMBER_CHECK(rows >= 0 && rows <= 65535, "sample_rows: %lld rows", (long long)rows);
     EMBER_CHECK(aligned16(workspace), "sample: workspace alignment");
+    if (rows == 0) return;
     const int G = grid_for(vocab);
-    Scratch* ws = static_cast<Scratch*>(workspace);
-    u64* part_max = reinterpret_cast<u64*>(static_cast<char*>(workspace) + align256(sizeof(Scratch)));
-    u64* part_draw = reinterpret_cast<u64*>(reinterpret_cast<char*>(part_max) + align256(size_t(G) * sizeof(u64)));
-    k_block_max<<<G, kThreads, 0, stream>>>(logits, vocab, part_max, reinterpret_cast<uint32_t*>(ws),
-                                            static_cast<int>(kZeroBytes / 4));
-    k_hist<0><<<G, kThreads, 0, stream>>>(logits, vocab, params, ws, part_max, G);
-    k_select<0><<<1, kOneBlock, 0, stream>>>(logits, vocab, params, ws, part_max, G);
-    k_hist<1><<<G, kThreads, 0, stream>>>(logits, vocab, params, ws, part_max, G);
-    k_select<1><<<1, kOneBlock, 0, stream>>>(logits, vocab, params, ws, part_max, G);
-    k_hist<2><<<G, kThreads, 0, stream>>>(logits, vocab, params, ws, part_max, G);
-    k_select<2><<<1, kOneBlock, 0, stream>>>(logits, vocab, params, ws, part_max, G);
-    k_draw<<<G, kThreads, 0, stream>>>(logits, vocab, params, ws, rng_state, part_draw);
-    k_finish<<<1, kOneBlock, 0, stream>>>(logits, params, ws, rng_state, part_draw, G, out_id);
+    const int64_t S = int64_t(row_ws_bytes(G));
+    const unsigned R = unsigned(rows);
+    char* ws = static_cast<char*>(workspace);
+    u64* part_max0 = reinterpret_cast<u64*>(ws + align256(sizeof(Scratch)));
+    k_block_max<<<dim3(G, R), kThreads, 0, stream>>>(logits, vocab, part_max0, S / int64_t(sizeof(u64)),
+                                                     reinterpret_cast<uint32_t*>(ws), static_cast<int>(kZeroBytes / 4),
+                                                     S);
+    k_hist<0><<<dim3(G, R), kThreads, 0, stream>>>(logits, vocab, params, ws, S, G);
+    k_select<0><<<R, kOneBlock, 0, stream>>>(logits, vocab, params, ws, S, G);
+    k_hist<1><<<dim3(G, R), kThreads, 0, stream>>>(logits, vocab, params, ws, S, G);
+    k_select<1><<<R, kOneBlock, 0, stream>>>(logits, vocab, params, ws, S, G);
+    k_hist<2><<<dim3(G, R), kThreads, 0, stream>>>(logits, vocab, params, ws, S, G);
+    k_select<2><<<R, kOneBlock, 0, stream>>>(logits, vocab, params, ws, S, G);
+    k_draw<<<dim3(G, R), kThreads, 0, stream>>>(logits, vocab, params, ws, S, G, rng_state, slots, slot_stride);
+    k_finish<<<R, kOneBlock, 0, stream>>>(logits, vocab, params, ws, S, G, rng_state, slots, slot_stride, out_ids,
+                                          out_logits);
     CUDA_CHECK(cudaGetLastError());
 }
 

@@ -1,0 +1,66 @@
+// The CUDA batch state (new_batch), shared by the batched step (cuda_batch.cpp) and its device sampler
+// (cuda_batch_sample.cpp): the pooled CudaState, pinned staging of the step's inputs and outputs, and the
+// per-slot sampling state of batch_decode_sample.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <functional>
+#include <vector>
+
+#include "backend/cuda/cuda_model.h"
+#include "backend/cuda/device.h"
+
+namespace ember::cuda {
+
+// Graph keys of batched steps (disjoint from the single-sequence GraphMode keys, all < 32):
+//   kRowsKey | rows << 1 | greedy                         forward (+ argmax_rows)
+//   kSampleKey | rows << 3 | penalties << 1 | select_only  per-row selection (+ forward unless select_only)
+constexpr int kRowsKey = 1 << 20;
+constexpr int kSampleKey = 1 << 21;
+
+// What batch_decode_sample remembers of a slot (the mirror of CudaState's sampling fields for one sequence):
+// the parameters of its last sampled step, whether its RNG counter was seeded since batch_reset, and the
+// history length its penalty counts cover (−1: none).
+struct SlotSampling {
+    bool have_params = false, seeded = false;
+    SamplingParams params;
+    int64_t counts_len = -1;
+};
+
+// Device buffers of batch_decode_sample, allocated by its first call (counts: by its first call with penalties).
+struct BatchSampler {
+    bool ready = false;
+    DeviceBuffer params, win, rng, out, ws, counts;
+    // params [slots] DeviceSamplingParams (row r's at r), win [2·slots] int32 (row r: id entering, id leaving the
+    // window), rng [slots] uint64 (slot q's counter at q), out: ids [slots] int32 then their logits [slots] float,
+    // ws: sample_rows_workspace_bytes(slots, vocab), counts [slots, vocab] int32 (slot q's window at q·vocab).
+    DeviceSamplingParams* host_params = nullptr;  // pinned staging: [slots]
+    int32_t* host_win = nullptr;                   // [2·slots]
+    uint64_t* host_seed = nullptr;                 // [slots]
+    std::vector<int32_t> counts_host;              // a window's counts before their upload [vocab]
+    ~BatchSampler() {
+        if (host_params) cudaFreeHost(host_params);
+        if (host_win) cudaFreeHost(host_win);
+        if (host_seed) cudaFreeHost(host_seed);
+    }
+};
+
+struct CudaBatch : BatchState {
+    CudaState s;
+    int32_t* host_in = nullptr;   // pinned: (slot, position) pairs [2·slots], then token ids [slots]
+    int32_t* host_out = nullptr;  // pinned: ids [slots], then their logits (float) [slots]
+    std::vector<SlotSampling> smp;  // [slots]
+    BatchSampler sampler;
+    ~CudaBatch() override {
+        if (host_in) cudaFreeHost(host_in);
+        if (host_out) cudaFreeHost(host_out);
+    }
+};
+
+Expected<CudaBatch*> as_batch(BatchState& b);
+
+// Captures (first use of this key) and launches the graph of one batched step. first: starts the step's timing
+// (ev0) and its kernel count; a second launch of the same step (first = false) adds to them.
+void launch_rows(CudaState& s, int key, const std::function<void()>& body, bool first = true);
+
+}  // namespace ember::cuda

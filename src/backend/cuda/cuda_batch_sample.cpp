@@ -1,0 +1,194 @@
+// batch_decode_sample on CUDA (models/model.h): the batched step with every row's token selected on the device
+// with its own parameters, random stream and penalty window — decode_sample (cuda_model.cpp) for many slots.
+//
+// Per slot the host mirrors decode_sample's bookkeeping (CudaBatch::smp, cleared by batch_reset): the parameters
+// last used, whether the slot's RNG counter was seeded, the history length its penalty counts cover. The device
+// keeps the counter rng[slot] and the counts [slot, vocab] (allocated by the first step with penalties). Per
+// step the host stages each row's DeviceSamplingParams (penalties zeroed for a row without them, so the
+// penalty kernel leaves it alone) and the ids entering / leaving its window, two small copies from pinned
+// memory; the graph, one per row count and "any row has penalties", reads everything from device memory:
+//   forward of all rows → [window counts, penalties]_rows → sample_rows → ids and chosen logits to pinned memory.
+// With `logits` the forward and the selection are two graphs with the logits' copy between them, so the caller
+// gets the logits before penalties. When every row is greedy without penalties the step is batch_decode_greedy's
+// graph (argmax_rows; sample() of a greedy row is that argmax). One host wait per step.
+#include <algorithm>
+#include <cmath>
+
+#include "backend/cuda/cuda_batch.h"
+#include "backend/cuda/cuda_check.h"
+#include "ops/sampling/sampling_rows_cuda.h"
+
+namespace ember::cuda {
+
+namespace {
+
+bool has_penalties(const SamplingParams& p) {
+    return p.penalty_last_n != 0 &&
+           (p.repetition_penalty != 1.f || p.presence_penalty != 0.f || p.frequency_penalty != 0.f);
+}
+
+bool is_greedy(const SamplingParams& p) { return p.temperature <= 0.f || p.top_k == 1; }
+
+bool same_params(const SamplingParams& a, const SamplingParams& b) {
+    return a.temperature == b.temperature && a.top_k == b.top_k && a.top_p == b.top_p && a.min_p == b.min_p &&
+           a.repetition_penalty == b.repetition_penalty && a.presence_penalty == b.presence_penalty &&
+           a.frequency_penalty == b.frequency_penalty && a.penalty_last_n == b.penalty_last_n && a.seed == b.seed;
+}
+
+Expected<DeviceBuffer> zeroed(size_t bytes, const char* what, cudaStream_t stream) {
+    EMBER_ASSIGN(DeviceBuffer b, DeviceBuffer::alloc(bytes, what));
+    CUDA_CHECK(cudaMemsetAsync(b.get(), 0, bytes, stream));
+    return b;
+}
+
+// The sampler's device buffers and pinned staging for every slot (first call), the counts pool when needed.
+Status ensure_sampler(CudaBatch& cb, int64_t V, bool counts) {
+    BatchSampler& z = cb.sampler;
+    const size_t N = size_t(cb.slots());
+    cudaStream_t st = cb.s.stream;
+    if (!z.ready) {
+        EMBER_ASSIGN(z.params, zeroed(N * sizeof(DeviceSamplingParams), "batch sampler parameters", st));
+        EMBER_ASSIGN(z.win, zeroed(2 * N * sizeof(int32_t), "batch sampler windows", st));
+        EMBER_ASSIGN(z.rng, zeroed(N * sizeof(uint64_t), "batch sampler RNG", st));
+        EMBER_ASSIGN(z.out, zeroed(2 * N * sizeof(int32_t), "batch sampler ids", st));
+        EMBER_ASSIGN(z.ws, zeroed(sample_rows_workspace_bytes(int64_t(N), V), "batch sampler workspace", st));
+        CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&z.host_params), N * sizeof(DeviceSamplingParams)));
+        CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&z.host_win), 2 * N * sizeof(int32_t)));
+        CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&z.host_seed), N * sizeof(uint64_t)));
+        z.ready = true;
+    }
+    if (counts && !z.counts.get()) {
+        EMBER_ASSIGN(z.counts, zeroed(N * size_t(V) * sizeof(int32_t), "penalty counts of the batch", st));
+        z.counts_host.assign(size_t(V), 0);
+    }
+    return Status::ok();
+}
+
+// Row r's device parameters and window ids into the pinned staging; seeds the slot's stream and uploads a whole
+// window's counts when decode_sample would (new parameters or seed, or a history the counts do not continue).
+void stage_row(CudaBatch& cb, int64_t r, int32_t slot, int32_t token, const SamplingParams& sp,
+               const std::vector<int32_t>& history, int64_t V) {
+    BatchSampler& z = cb.sampler;
+    SlotSampling& m = cb.smp[size_t(slot)];
+    cudaStream_t st = cb.s.stream;
+    if (!m.have_params || !same_params(m.params, sp)) {
+        if (!m.seeded || m.params.seed != sp.seed) {
+            z.host_seed[slot] = sp.seed;  // pinned, one cell per slot: nothing else writes it before the wait
+            CUDA_CHECK(cudaMemcpyAsync(z.rng.as<uint64_t>() + slot, z.host_seed + slot, sizeof(uint64_t),
+                                       cudaMemcpyHostToDevice, st));
+            m.seeded = true;
+        }
+        m.params = sp;
+        m.have_params = true;
+        m.counts_len = -1;
+    }
+    DeviceSamplingParams d = to_device_params(sp);
+    int32_t enter = -1, leave = -1;
+    if (has_penalties(sp)) {
+        const int64_t L = int64_t(history.size()), N = sp.penalty_last_n;
+        if (m.counts_len == L - 1) {  // the usual step: `token` enters the window, one old token may leave it
+            enter = token;
+            leave = (N > 0 && L > N) ? history[size_t(L - 1 - N)] : -1;
+        } else {  // the whole window (pageable: the copy has left counts_host when cudaMemcpyAsync returns)
+            std::fill(z.counts_host.begin(), z.counts_host.end(), 0);
+            for (int64_t i = (N < 0 || N >= L) ? 0 : L - N; i < L; ++i)
+                if (history[size_t(i)] >= 0 && history[size_t(i)] < V) z.counts_host[size_t(history[size_t(i)])]++;
+            CUDA_CHECK(cudaMemcpyAsync(z.counts.as<int32_t>() + int64_t(slot) * V, z.counts_host.data(),
+                                       size_t(V) * sizeof(int32_t), cudaMemcpyHostToDevice, st));
+        }
+        m.counts_len = L;
+    } else {  // no penalties for this row: the rows kernel skips it and its counts stay as they are
+        d.repetition_penalty = 1.f;
+        d.presence_penalty = d.frequency_penalty = 0.f;
+        m.counts_len = -1;
+    }
+    z.host_params[r] = d;
+    z.host_win[2 * r] = enter;
+    z.host_win[2 * r + 1] = leave;
+}
+
+// The selection of a step (capturable): window counts and penalties (pen), per-row sampling, ids and their
+// logits to cb.host_out (the layout batch_body's greedy step uses). Row r's slot is s.rows_dev[2r].
+void select_rows(CudaBatch& cb, int64_t rows, int64_t V, bool pen) {
+    CudaState& s = cb.s;
+    BatchSampler& z = cb.sampler;
+    const int64_t N = cb.slots();
+    const auto* P = z.params.as<DeviceSamplingParams>();
+    int32_t* out = z.out.as<int32_t>();
+    float* lg = reinterpret_cast<float*>(out + N);
+    if (pen) {
+        token_counts_update_rows(z.counts.as<int32_t>(), rows, V, z.win.as<int32_t>(), s.rows_dev, 2, s.stream);
+        apply_penalties_rows(s.logits, rows, V, z.counts.as<int32_t>(), P, s.rows_dev, 2, s.stream);
+    }
+    sample_rows(s.logits, rows, V, P, z.rng.as<uint64_t>(), s.rows_dev, 2, out, lg, z.ws.get(), s.stream);
+    CUDA_CHECK(cudaMemcpyAsync(cb.host_out, out, size_t(rows) * sizeof(int32_t), cudaMemcpyDeviceToHost, s.stream));
+    CUDA_CHECK(cudaMemcpyAsync(cb.host_out + N, lg, size_t(rows) * sizeof(float), cudaMemcpyDeviceToHost, s.stream));
+}
+
+}  // namespace
+
+Status CudaCausalLM::batch_decode_sample(BatchState& b, const int32_t* slots, const int32_t* tokens, int64_t rows,
+                                         const SamplingParams* const* params,
+                                         const std::vector<int32_t>* const* history, int32_t* ids,
+                                         float* logits) const {
+    EMBER_ASSIGN(CudaBatch * cb, as_batch(b));
+    const int64_t V = info_.vocab_size;
+    EMBER_TRY(batch_check_step(b, slots, tokens, rows, V, capacity_));
+    EMBER_REQUIRE(params != nullptr && history != nullptr && ids != nullptr,
+                  "batch sample: params, history and ids are required");
+    bool any_pen = false, all_greedy = true;
+    for (int64_t r = 0; r < rows; ++r) {
+        EMBER_REQUIRE(params[r] != nullptr && history[r] != nullptr,
+                      "batch sample: row %lld (slot %d) has no sampling parameters or no history", (long long)r,
+                      slots[r]);
+        const Status ok = check_device_sampling_params(*params[r]);
+        EMBER_REQUIRE(ok.is_ok(), "batch sample: row %lld (slot %d): %s", (long long)r, slots[r],
+                      ok.message().c_str());
+        const std::vector<int32_t>& h = *history[r];
+        EMBER_REQUIRE(!h.empty() && h.back() == tokens[r],
+                      "batch sample: row %lld (slot %d): the history must end with the row's token %d (it %s)",
+                      (long long)r, slots[r], tokens[r], h.empty() ? "is empty" : "ends with another token");
+        any_pen = any_pen || has_penalties(*params[r]);
+        all_greedy = all_greedy && is_greedy(*params[r]);
+    }
+    EMBER_TRY(batch_stage(b, slots, tokens, rows));  // allocates the pool on first use; rows and ids to the device
+    CudaState& s = cb->s;
+    EMBER_TRY(ensure_sampler(*cb, V, any_pen));
+    for (int64_t r = 0; r < rows; ++r) stage_row(*cb, r, slots[r], tokens[r], *params[r], *history[r], V);
+    BatchSampler& z = cb->sampler;
+    CUDA_CHECK(cudaMemcpyAsync(z.params.get(), z.host_params, size_t(rows) * sizeof(DeviceSamplingParams),
+                               cudaMemcpyHostToDevice, s.stream));
+    CUDA_CHECK(cudaMemcpyAsync(z.win.get(), z.host_win, size_t(2 * rows) * sizeof(int32_t), cudaMemcpyHostToDevice,
+                               s.stream));
+    const int R = int(rows);
+    const int sel_key = kSampleKey | R << 3 | int(any_pen) << 1;
+    if (logits) {  // forward graph, the logits before penalties to the host, then the selection graph
+        launch_rows(s, kRowsKey | R << 1, [&] { batch_body(b, rows, false); });
+        CUDA_CHECK(cudaMemcpyAsync(logits, s.logits, size_t(rows * V) * sizeof(float), cudaMemcpyDeviceToHost,
+                                   s.stream));
+        launch_rows(s, sel_key | 1, [&] { select_rows(*cb, rows, V, any_pen); }, /*first=*/false);
+    } else if (all_greedy && !any_pen) {
+        launch_rows(s, kRowsKey | R << 1 | 1, [&] { batch_body(b, rows, true); });
+    } else {
+        launch_rows(s, sel_key, [&] {
+            batch_body(b, rows, false);
+            select_rows(*cb, rows, V, any_pen);
+        });
+    }
+    CUDA_CHECK(cudaStreamSynchronize(s.stream));  // the one host wait per step
+    float ms = 0;
+    CUDA_CHECK(cudaEventElapsedTime(&ms, s.ev0, s.ev1));
+    s.stats.gpu_us = ms * 1e3;
+    for (int64_t r = 0; r < rows; ++r) b.pos[size_t(slots[r])] += 1;
+    const float* lg = reinterpret_cast<const float*>(cb->host_out + b.slots());
+    for (int64_t r = 0; r < rows; ++r) {
+        EMBER_REQUIRE(!std::isnan(lg[r]), "the model produced NaN logits for slot %d at position %lld", slots[r],
+                      (long long)(b.pos[size_t(slots[r])] - 1));
+        EMBER_REQUIRE(cb->host_out[r] >= 0 && cb->host_out[r] < V, "batch sample: row %lld got token %d outside [0, %lld)",
+                      (long long)r, cb->host_out[r], (long long)V);
+        ids[r] = cb->host_out[r];
+    }
+    return Status::ok();
+}
+
+}  // namespace ember::cuda
