@@ -22,19 +22,6 @@ namespace ember::cuda {
 
 namespace {
 
-bool has_penalties(const SamplingParams& p) {
-    return p.penalty_last_n != 0 &&
-           (p.repetition_penalty != 1.f || p.presence_penalty != 0.f || p.frequency_penalty != 0.f);
-}
-
-bool is_greedy(const SamplingParams& p) { return p.temperature <= 0.f || p.top_k == 1; }
-
-bool same_params(const SamplingParams& a, const SamplingParams& b) {
-    return a.temperature == b.temperature && a.top_k == b.top_k && a.top_p == b.top_p && a.min_p == b.min_p &&
-           a.repetition_penalty == b.repetition_penalty && a.presence_penalty == b.presence_penalty &&
-           a.frequency_penalty == b.frequency_penalty && a.penalty_last_n == b.penalty_last_n && a.seed == b.seed;
-}
-
 Expected<DeviceBuffer> zeroed(size_t bytes, const char* what, cudaStream_t stream) {
     EMBER_ASSIGN(DeviceBuffer b, DeviceBuffer::alloc(bytes, what));
     CUDA_CHECK(cudaMemsetAsync(b.get(), 0, bytes, stream));
@@ -71,7 +58,7 @@ void stage_row(CudaBatch& cb, int64_t r, int32_t slot, int32_t token, const Samp
     BatchSampler& z = cb.sampler;
     SlotSampling& m = cb.smp[size_t(slot)];
     cudaStream_t st = cb.s.stream;
-    if (!m.have_params || !same_params(m.params, sp)) {
+    if (!m.have_params || !same_sampling_params(m.params, sp)) {
         if (!m.seeded || m.params.seed != sp.seed) {
             z.host_seed[slot] = sp.seed;  // pinned, one cell per slot: nothing else writes it before the wait
             CUDA_CHECK(cudaMemcpyAsync(z.rng.as<uint64_t>() + slot, z.host_seed + slot, sizeof(uint64_t),
@@ -84,15 +71,13 @@ void stage_row(CudaBatch& cb, int64_t r, int32_t slot, int32_t token, const Samp
     }
     DeviceSamplingParams d = to_device_params(sp);
     int32_t enter = -1, leave = -1;
-    if (has_penalties(sp)) {
+    if (sampling_has_penalties(sp)) {
         const int64_t L = int64_t(history.size()), N = sp.penalty_last_n;
         if (m.counts_len == L - 1) {  // the usual step: `token` enters the window, one old token may leave it
             enter = token;
             leave = (N > 0 && L > N) ? history[size_t(L - 1 - N)] : -1;
         } else {  // the whole window (pageable: the copy has left counts_host when cudaMemcpyAsync returns)
-            std::fill(z.counts_host.begin(), z.counts_host.end(), 0);
-            for (int64_t i = (N < 0 || N >= L) ? 0 : L - N; i < L; ++i)
-                if (history[size_t(i)] >= 0 && history[size_t(i)] < V) z.counts_host[size_t(history[size_t(i)])]++;
+            window_counts(history, N, V, z.counts_host.data());
             CUDA_CHECK(cudaMemcpyAsync(z.counts.as<int32_t>() + int64_t(slot) * V, z.counts_host.data(),
                                        size_t(V) * sizeof(int32_t), cudaMemcpyHostToDevice, st));
         }
@@ -148,8 +133,8 @@ Status CudaCausalLM::batch_decode_sample(BatchState& b, const int32_t* slots, co
         EMBER_REQUIRE(!h.empty() && h.back() == tokens[r],
                       "batch sample: row %lld (slot %d): the history must end with the row's token %d (it %s)",
                       (long long)r, slots[r], tokens[r], h.empty() ? "is empty" : "ends with another token");
-        any_pen = any_pen || has_penalties(*params[r]);
-        all_greedy = all_greedy && is_greedy(*params[r]);
+        any_pen = any_pen || sampling_has_penalties(*params[r]);
+        all_greedy = all_greedy && sampling_is_greedy(*params[r]);
     }
     EMBER_TRY(batch_stage(b, slots, tokens, rows));  // allocates the pool on first use; rows and ids to the device
     CudaState& s = cb->s;

@@ -294,18 +294,12 @@ Expected<int32_t> CudaCausalLM::decode_sample(ModelState& state, int32_t token, 
     EMBER_REQUIRE(!history.empty() && history.back() == token, "decode_sample: history must end with the token");
     EMBER_TRY(check_device_sampling_params(sp));
     const int64_t V = info_.vocab_size;
-    const bool penalties = sp.penalty_last_n != 0 &&
-                           (sp.repetition_penalty != 1.f || sp.presence_penalty != 0.f || sp.frequency_penalty != 0.f);
-    const bool greedy = sp.temperature <= 0.f || sp.top_k == 1;
+    const bool penalties = sampling_has_penalties(sp);
+    const bool greedy = sampling_is_greedy(sp);
     const int mode = (greedy ? GREEDY : SAMPLE) | (penalties ? PENALTIES : 0);
     EMBER_TRY(check_kv_capacity(s.pos, 1, capacity_));
     if (!s.ready) EMBER_TRY(allocate(s));
-    auto same = [](const SamplingParams& a, const SamplingParams& b) {
-        return a.temperature == b.temperature && a.top_k == b.top_k && a.top_p == b.top_p && a.min_p == b.min_p &&
-               a.repetition_penalty == b.repetition_penalty && a.presence_penalty == b.presence_penalty &&
-               a.frequency_penalty == b.frequency_penalty && a.penalty_last_n == b.penalty_last_n && a.seed == b.seed;
-    };
-    if (!s.have_params || !same(s.params, sp)) {
+    if (!s.have_params || !same_sampling_params(s.params, sp)) {
         DeviceSamplingParams d = to_device_params(sp);
         CUDA_CHECK(cudaMemcpy(s.params_dev, &d, sizeof d, cudaMemcpyHostToDevice));
         if (!s.seeded || s.params.seed != sp.seed) {
@@ -323,9 +317,8 @@ Expected<int32_t> CudaCausalLM::decode_sample(ModelState& state, int32_t token, 
             s.io->enter = token;
             s.io->leave = (N > 0 && L > N) ? history[L - 1 - N] : -1;
         } else {  // first step with these parameters: counts of the whole window; the graph adds nothing
-            std::vector<int32_t> counts(V, 0);
-            for (int64_t i = (N < 0 || N >= L) ? 0 : L - N; i < L; ++i)
-                if (history[i] >= 0 && history[i] < V) counts[history[i]]++;
+            std::vector<int32_t> counts(static_cast<size_t>(V));
+            window_counts(history, N, V, counts.data());
             CUDA_CHECK(cudaMemcpy(s.counts, counts.data(), V * sizeof(int32_t), cudaMemcpyHostToDevice));
         }
         s.counts_len = L;

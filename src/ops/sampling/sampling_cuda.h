@@ -7,7 +7,9 @@
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
+#include <algorithm>
 #include <cstdint>
+#include <vector>
 
 #include "core/status.h"
 #include "ops/sampling/sampling.h"
@@ -40,6 +42,27 @@ inline DeviceSamplingParams to_device_params(const SamplingParams& p) {
     d.presence_penalty = p.presence_penalty;
     d.frequency_penalty = p.frequency_penalty;
     return d;
+}
+
+// The host's view of a request, shared by decode_sample and the batched sampler: greedy (no randomness), penalties
+// on (counts needed), the same parameters as before (nothing to re-upload or re-seed), and a window's counts.
+inline bool sampling_is_greedy(const SamplingParams& p) { return p.temperature <= 0.f || p.top_k == 1; }
+inline bool sampling_has_penalties(const SamplingParams& p) {
+    return p.penalty_last_n != 0 &&
+           (p.repetition_penalty != 1.f || p.presence_penalty != 0.f || p.frequency_penalty != 0.f);
+}
+inline bool same_sampling_params(const SamplingParams& a, const SamplingParams& b) {
+    return a.temperature == b.temperature && a.top_k == b.top_k && a.top_p == b.top_p && a.min_p == b.min_p &&
+           a.repetition_penalty == b.repetition_penalty && a.presence_penalty == b.presence_penalty &&
+           a.frequency_penalty == b.frequency_penalty && a.penalty_last_n == b.penalty_last_n && a.seed == b.seed;
+}
+// counts [vocab] ← occurrences of each id among the last `last_n` entries of history (−1: all), ids outside
+// [0, vocab) ignored.
+inline void window_counts(const std::vector<int32_t>& history, int64_t last_n, int64_t vocab, int32_t* counts) {
+    std::fill(counts, counts + vocab, 0);
+    const int64_t L = static_cast<int64_t>(history.size());
+    for (int64_t i = (last_n < 0 || last_n >= L) ? 0 : L - last_n; i < L; ++i)
+        if (history[size_t(i)] >= 0 && history[size_t(i)] < vocab) counts[history[size_t(i)]]++;
 }
 
 // Host check of what the device path supports (top_k ≤ kMaxTopK); the kernels clamp anything larger.
