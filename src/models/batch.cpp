@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "models/model.h"
+#include "models/state_io.h"
 #include "ops/sampling/sampling.h"
 
 namespace ember {
@@ -100,6 +101,28 @@ Status CausalLM::batch_reset(BatchState& b, int64_t slot) const {
                   (long long)b.slots());
     g->seqs[size_t(slot)].reset();
     b.pos[size_t(slot)] = 0;
+    return Status::ok();
+}
+
+Expected<std::vector<StateTensor>> CausalLM::batch_export_slot(BatchState& b, int64_t slot, int64_t from) const {
+    EMBER_ASSIGN(ModelState * s, seq_of(*this, b, slot));
+    EMBER_REQUIRE(from >= 0 && from <= s->pos, "batch: snapshot from row %lld of a slot at position %lld",
+                  (long long)from, (long long)s->pos);
+    EMBER_ASSIGN(std::vector<StateTensor> t, export_state(*s));
+    for (StateTensor& x : t)
+        if (is_kv_tensor(x)) kv_keep_rows_from(x, from);
+    return t;
+}
+
+Status CausalLM::batch_import_slot(BatchState& b, int64_t slot, int64_t pos,
+                                   const std::vector<StateTensor>& tensors) const {
+    EMBER_REQUIRE(pos >= 0 && (info().max_context <= 0 || pos <= info().max_context), "batch: a snapshot of %lld tokens for a context of %lld",
+                  (long long)pos, (long long)info().max_context);
+    EMBER_TRY(check_state_tensors(state_layout(pos), tensors));
+    EMBER_TRY(batch_reset(b, slot));
+    EMBER_ASSIGN(ModelState * s, seq_of(*this, b, slot));
+    EMBER_TRY(import_state(*s, pos, tensors));
+    b.pos[size_t(slot)] = s->pos;
     return Status::ok();
 }
 

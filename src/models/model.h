@@ -118,6 +118,14 @@ public:
     }
     // Frees a slot for a new sequence: its state is cleared and pos[slot] = 0.
     virtual Status batch_reset(BatchState& b, int64_t slot) const;
+    // Snapshots of a slot (the prefix cache, runtime/prefix_cache.h), in the tensors of state_layout():
+    // export: the slot's state at pos[slot], its KV tensors holding only rows [from, pos[slot]) ([n_kv, pos − from,
+    // d]), the recurrent tensors whole; import: replaces the slot's state with tensors of state_layout(pos) and
+    // sets pos[slot] = pos; its sampling state restarts as after batch_reset. A model with an empty
+    // state_layout() cannot snapshot (an error).
+    virtual Expected<std::vector<StateTensor>> batch_export_slot(BatchState& b, int64_t slot, int64_t from) const;
+    virtual Status batch_import_slot(BatchState& b, int64_t slot, int64_t pos,
+                                     const std::vector<StateTensor>& tensors) const;
     // What the last batched step cost (CUDA: kernels of its graph, GPU µs); the generic form leaves it empty.
     virtual StepStats last_batch_stats(const BatchState& b) const { return {}; }
     // Diagnostic (`ember bench --batch --profile`): a table of where one greedy step of these rows spends its

@@ -23,6 +23,36 @@ void gdn_layout(int64_t layer, const DeltaNetShape& s, std::vector<StateTensor>&
     out.push_back({blk(layer, "S"), {s.heads.nv, s.heads.dk, s.heads.dv}, {}});
 }
 
+bool is_kv_tensor(const StateTensor& t) {
+    const size_t n = t.name.size();
+    return t.shape.size() == 3 && n > 2 && t.name[n - 2] == '.' && (t.name[n - 1] == 'k' || t.name[n - 1] == 'v');
+}
+
+void kv_keep_rows_from(StateTensor& t, int64_t from) {
+    EMBER_CHECK(is_kv_tensor(t) && from >= 0 && from <= t.shape[1], "kv_keep_rows_from: '%s' from %lld",
+                t.name.c_str(), (long long)from);
+    const int64_t groups = t.shape[0], pos = t.shape[1], d = t.shape[2], keep = pos - from;
+    if (from == 0) return;
+    if (!t.data.empty())
+        for (int64_t g = 0; g < groups; ++g)
+            std::memmove(t.data.data() + g * keep * d, t.data.data() + (g * pos + from) * d,
+                         static_cast<size_t>(keep * d) * sizeof(float));
+    t.data.resize(t.data.empty() ? 0 : static_cast<size_t>(groups * keep * d));
+    t.shape[1] = keep;
+}
+
+Status check_state_tensors(const std::vector<StateTensor>& want, const std::vector<StateTensor>& got) {
+    EMBER_REQUIRE(want.size() == got.size(), "state: %zu tensors where the model has %zu", got.size(), want.size());
+    for (size_t i = 0; i < want.size(); ++i) {
+        EMBER_REQUIRE(got[i].name == want[i].name && got[i].shape == want[i].shape,
+                      "state: tensor %zu is '%s' of another shape or name than the model's '%s'", i,
+                      got[i].name.c_str(), want[i].name.c_str());
+        EMBER_REQUIRE(static_cast<int64_t>(got[i].data.size()) == got[i].numel(), "state: '%s' has %zu values",
+                      got[i].name.c_str(), got[i].data.size());
+    }
+    return Status::ok();
+}
+
 void copy_rows_out(const float* cache, int64_t groups, int64_t capacity, int64_t pos, int64_t d, float* dst) {
     for (int64_t g = 0; g < groups; ++g)
         std::memcpy(dst + g * pos * d, cache + g * capacity * d, static_cast<size_t>(pos * d) * sizeof(float));

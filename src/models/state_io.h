@@ -20,6 +20,14 @@ namespace ember {
 void kv_layout(int64_t layer, int64_t n_kv, int64_t pos, int64_t head_dim, std::vector<StateTensor>& out);
 void gdn_layout(int64_t layer, const DeltaNetShape& s, std::vector<StateTensor>& out);
 
+// Whether a layout entry is an attention cache ("blk.L.k" / "blk.L.v": [n_kv, pos, head_dim]).
+bool is_kv_tensor(const StateTensor& t);
+// Keeps rows [from, pos) of a KV tensor of [n_kv, pos, d] (shape and data).
+void kv_keep_rows_from(StateTensor& t, int64_t from);
+
+// Every tensor of `got` has the name and shape of its entry of `want` (a layout) and its data.
+Status check_state_tensors(const std::vector<StateTensor>& want, const std::vector<StateTensor>& got);
+
 // Copies between the CPU caches and the tensors of a layout (t: the layer's entries, in layout order).
 void kv_export(const KVCache& c, int64_t pos, StateTensor* t);     // t[0] = k, t[1] = v
 void kv_import(KVCache& c, int64_t pos, const StateTensor* t);

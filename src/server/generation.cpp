@@ -129,7 +129,9 @@ GenerationResult run_generation(ServerContext& ctx, Job& job, const JobSpec& spe
     };
     JobUpdate u;
     for (;;) {
-        if (!job.wait(u, std::chrono::milliseconds(1000))) {
+        const bool got = job.wait(u, std::chrono::milliseconds(1000));
+        r.usage.cached_tokens = u.cached_tokens;
+        if (!got) {
             if (keepalive && !keepalive()) {
                 job.cancel();
                 r.cancelled = true;

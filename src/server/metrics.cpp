@@ -57,7 +57,15 @@ std::string Metrics::prometheus() const {
         for (size_t c = 0; c < 3; ++c)
             out += strfmt("ember_requests_total{endpoint=\"%s\",status=\"%s\"} %llu\n", kEndpointNames[e], kClassNames[c],
                           (unsigned long long)requests[e][c].load());
-    counter(out, "ember_prompt_tokens_total", "prompt tokens prefilled", prompt_tokens.load());
+    counter(out, "ember_prompt_tokens_total", "prompt tokens (prefilled, or restored from the prefix cache)",
+            prompt_tokens.load());
+    counter(out, "ember_prompt_tokens_cached_total", "prompt tokens restored from the prefix cache instead of computed",
+            prompt_tokens_cached.load());
+    counter(out, "ember_prefix_cache_lookups_total", "prompts looked up in the prefix cache", prefix_cache_lookups.load());
+    counter(out, "ember_prefix_cache_hits_total", "prompts that started from a prefix-cache checkpoint",
+            prefix_cache_hits.load());
+    counter(out, "ember_prefix_cache_evictions_total", "prefix-cache checkpoints dropped for room",
+            prefix_cache_evicted.load());
     counter(out, "ember_generation_tokens_total", "tokens generated", generation_tokens.load());
     counter(out, "ember_requests_rejected_queue_full_total", "requests refused with 503 (queue full)",
             rejected_full.load());
@@ -72,6 +80,10 @@ std::string Metrics::prometheus() const {
     gauge(out, "ember_kv_tokens", "tokens held in the active sequences' KV caches", kv_tokens.load());
     gauge(out, "ember_kv_bytes", "bytes of KV cache the active sequences use (model's per-token size)", kv_bytes.load());
     gauge(out, "ember_state_bytes", "bytes of fixed per-sequence state (recurrent layers) in use", state_bytes.load());
+    gauge(out, "ember_prefix_cache_entries", "prefix-cache checkpoints held", prefix_cache_entries.load());
+    gauge(out, "ember_prefix_cache_bytes", "host bytes the prefix-cache checkpoints hold", prefix_cache_bytes.load());
+    gauge(out, "ember_prefix_cache_budget_bytes", "the prefix cache's memory budget (0: off)",
+          prefix_cache_budget_bytes.load());
     ttft.render(out, "ember_time_to_first_token_seconds", "time from submission (queue wait included) to the first generated token");
     inter_token.render(out, "ember_inter_token_seconds", "time between consecutive generated tokens of a sequence");
     request_duration.render(out, "ember_request_duration_seconds", "time from submission to the last generated token");

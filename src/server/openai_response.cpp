@@ -44,7 +44,8 @@ std::string dump_json(const ojson& j) { return j.dump(-1, ' ', false, ojson::err
 ojson usage_json(const Usage& u) {
     return {{"prompt_tokens", u.prompt_tokens},
             {"completion_tokens", u.completion_tokens},
-            {"total_tokens", u.prompt_tokens + u.completion_tokens}};
+            {"total_tokens", u.prompt_tokens + u.completion_tokens},
+            {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}}};
 }
 
 ojson chat_completion_json(const ResponseMeta& m, const ReplyDelta& reply, FinishReason fr, const Usage& u,

@@ -104,6 +104,7 @@ const char* finish_reason_name(FinishReason r);
 
 struct Usage {
     int64_t prompt_tokens = 0, completion_tokens = 0;
+    int64_t cached_tokens = 0;  // of prompt_tokens, restored from the prefix cache (prompt_tokens_details)
 };
 
 // One generated token's log-probabilities (log-softmax of the model's logits before penalties and temperature).

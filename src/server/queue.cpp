@@ -34,6 +34,7 @@ bool Job::wait(JobUpdate& out, std::chrono::milliseconds timeout) {
     out.tokens.swap(pending_);
     out.end = end_;
     out.error = error_;
+    out.cached_tokens = cached_tokens_;
     return true;
 }
 
@@ -82,6 +83,11 @@ EngineQueue::EngineQueue(const CausalLM& model, const QueueOptions& opt, Metrics
     auto b = model_.new_batch(opt_.max_seqs);
     if (b) batch_ = std::move(b.value());
     else ready_ = b.status();
+    if (opt_.prefix_cache_bytes > 0) {
+        cache_ = std::make_unique<PrefixCache>(model_, PrefixCacheOptions{opt_.prefill_chunk, opt_.prefix_cache_bytes});
+        if (!cache_->enabled()) cache_.reset();  // the model cannot snapshot its state
+    }
+    metrics_.prefix_cache_budget_bytes = cache_ ? opt_.prefix_cache_bytes : 0;
     worker_ = std::thread([this] { run(); });
     pthread_setname_np(worker_.native_handle(), "ember-engine");  // bench/server_load.py tells its CPU time apart
 }
@@ -231,6 +237,20 @@ void EngineQueue::fail(Seq& s, const std::string& why) {
 }
 
 void EngineQueue::prefill_chunk(Seq& s) {
+    if (s.prefilled == 0 && cache_) {  // the deepest cached prefix of the prompt, then the rest chunk by chunk
+        auto got = cache_->restore(*batch_, s.slot, s.spec.prompt.data(), int64_t(s.spec.prompt.size()));
+        if (!got.is_ok()) return fail(s, got.message());
+        s.prefilled = size_t(got.value());
+        {
+            std::lock_guard<std::mutex> lk(s.job->mu_);
+            s.job->cached_tokens_ = got.value();
+        }
+        metrics_.prompt_tokens += uint64_t(got.value());
+        metrics_.prompt_tokens_cached += uint64_t(got.value());
+        const PrefixCacheStats st = cache_->stats();
+        metrics_.prefix_cache_lookups = st.lookups;
+        metrics_.prefix_cache_hits = st.hits;
+    }
     const size_t n = std::min(size_t(opt_.prefill_chunk), s.spec.prompt.size() - s.prefilled);
     const bool final = s.prefilled + n == s.spec.prompt.size();
     logits_.resize(size_t(model_.info().vocab_size));
@@ -239,6 +259,7 @@ void EngineQueue::prefill_chunk(Seq& s) {
     if (!st.is_ok()) return fail(s, st.message());
     s.prefilled += n;
     metrics_.prompt_tokens += n;
+    checkpoint(s, s.spec.prompt.data());
     if (!final) return;
     if (!finite_row(logits_.data(), model_.info().vocab_size))
         return fail(s, "the model produced non-finite logits (broken weights?)");
@@ -287,6 +308,9 @@ void EngineQueue::decode_step(const std::vector<Seq*>& rows_in) {
     }
     for (int64_t r = 0; r < R; ++r) {
         Seq& s = *rows[size_t(r)];
+        // A reply crossing a checkpoint boundary is kept too (the next turn of a chat starts with it).
+        if (cache_ && batch_->pos[size_t(s.slot)] % opt_.prefill_chunk == 0) checkpoint(s, s.history.data());
+        if (s.over) continue;
         if (s.device) {
             emit(s, nullptr, ids[size_t(r)]);
             continue;
@@ -298,6 +322,15 @@ void EngineQueue::decode_step(const std::vector<Seq*>& rows_in) {
         }
         sample(s, row);
     }
+}
+
+void EngineQueue::checkpoint(Seq& s, const int32_t* tokens) {
+    if (!cache_) return;
+    if (Status st = cache_->offer(*batch_, s.slot, tokens); !st.is_ok()) return fail(s, st.message());
+    const PrefixCacheStats st = cache_->stats();
+    metrics_.prefix_cache_bytes = st.bytes;
+    metrics_.prefix_cache_entries = st.entries;
+    metrics_.prefix_cache_evicted = st.evicted;
 }
 
 void EngineQueue::sample(Seq& s, const float* logits) {

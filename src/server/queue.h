@@ -22,6 +22,7 @@
 
 #include "models/model.h"
 #include "ops/sampling/sampling.h"
+#include "runtime/prefix_cache.h"
 #include "runtime/session.h"
 #include "server/metrics.h"
 
@@ -52,6 +53,7 @@ struct JobUpdate {
     std::vector<GeneratedToken> tokens;  // new since the last wait()
     JobEnd end = JobEnd::RUNNING;        // set once the job is over (after its last tokens)
     std::string error;                   // FAILED: why
+    int64_t cached_tokens = 0;           // prompt tokens restored from the prefix cache (known once prefilled)
 };
 
 class Job {
@@ -71,6 +73,7 @@ private:
     std::vector<GeneratedToken> pending_;
     JobEnd end_ = JobEnd::RUNNING;
     std::string error_;
+    int64_t cached_tokens_ = 0;
     bool cancelled_ = false;
     std::chrono::steady_clock::time_point submitted_;
 };
@@ -79,6 +82,9 @@ struct QueueOptions {
     int max_seqs = 4;             // sequences advanced together
     int max_queued = 64;          // jobs waiting beyond those
     int64_t prefill_chunk = 256;  // prompt tokens per prefill step (long prompts do not stall the others)
+    // Host memory of the exact prefix cache (runtime/prefix_cache.h; checkpoints every prefill_chunk tokens of a
+    // prompt or a reply); 0 = off. A prompt starting with a cached prefix is computed from its deepest checkpoint.
+    int64_t prefix_cache_bytes = 0;
 };
 
 class EngineQueue {
@@ -106,6 +112,7 @@ private:
     void decode_step(const std::vector<Seq*>& rows);  // one batched step: a token for each of these sequences
     void sample(Seq& s, const float* logits);     // a host selection (masked by the constraint)
     void emit(Seq& s, const float* logits, int32_t id);
+    void checkpoint(Seq& s, const int32_t* tokens);  // offers the slot's state to the prefix cache
 
     const CausalLM& model_;
     QueueOptions opt_;
@@ -118,6 +125,7 @@ private:
     bool closed_ = false, stop_ = false;
     int active_ = 0;
     std::unique_ptr<BatchState> batch_;  // the sequences' states: slot i of the pool per active job
+    std::unique_ptr<PrefixCache> cache_;  // null when off (worker only)
     Status ready_ = Status::ok();
     std::vector<float> logits_;          // the host rows' logits of a step [rows, vocab] (worker only)
     std::thread worker_;

@@ -3,6 +3,7 @@
 #include <signal.h>
 
 #include <cstdio>
+#include <string>
 #include <thread>
 
 #include "args.h"
@@ -23,6 +24,8 @@ void usage() {
         "  --max-seqs N        sequences generated together (default 4)\n"
         "  --max-queue N       requests waiting beyond those before 503 + Retry-After (default 64)\n"
         "  -c, --ctx-size N    prompt + completion tokens per request (default 4096; the GPU KV capacity)\n"
+        "  --prefix-cache-mib N  host memory of the exact prefix cache (default 1024; 0 = off): a prompt that\n"
+        "                      starts like an earlier one (or its reply) resumes from a checkpoint every 256 tokens\n"
         "  --model-id NAME     the model name of /v1/models (default: the file or directory name)\n"
         "  --max-body BYTES    largest request body (default 8 MiB)\n"
         "  --http-threads N    connections served at once (default max-seqs + max-queue + 8)\n"
@@ -47,6 +50,7 @@ int cmd_serve(int argc, char** argv) {
     opt.queue.max_seqs = static_cast<int>(a.integer({"--max-seqs"}, 4));
     opt.queue.max_queued = static_cast<int>(a.integer({"--max-queue"}, 64));
     opt.ctx_size = a.integer({"--ctx-size", "-c"}, 4096);
+    const long prefix_mib = a.integer({"--prefix-cache-mib"}, 1024);
     opt.model_id = a.str({"--model-id"});
     opt.http.max_body_bytes = static_cast<size_t>(a.integer({"--max-body"}, 8 << 20));
     const long threads_http = a.integer({"--http-threads"}, 0);
@@ -59,6 +63,8 @@ int cmd_serve(int argc, char** argv) {
     if (opt.http.port < 0 || opt.http.port > 65535) return fail("serve", "--port must be in [0, 65535]");
     if (opt.queue.max_seqs < 1 || opt.queue.max_queued < 0) return fail("serve", "--max-seqs ≥ 1 and --max-queue ≥ 0");
     if (opt.ctx_size < 2) return fail("serve", "--ctx-size must be ≥ 2");
+    if (prefix_mib < 0 || prefix_mib > (1L << 22)) return fail("serve", "--prefix-cache-mib must be in [0, 4194304]");
+    opt.queue.prefix_cache_bytes = int64_t(prefix_mib) << 20;
     if (timeout < 1 || grace < 0 || opt.http.max_body_bytes < 1024)
         return fail("serve", "--timeout ≥ 1, --grace ≥ 0, --max-body ≥ 1024");
     opt.http.read_timeout_s = opt.http.write_timeout_s = static_cast<int>(timeout);
@@ -83,9 +89,10 @@ int cmd_serve(int argc, char** argv) {
     server::Server& s = *srv.value();
     if (auto st = s.bind(); !st) return fail("serve", st.message());
     const auto& c = s.context();
-    std::fprintf(stderr, "ember serve: %s (%s) on http://%s:%d  context %lld, %d sequences + %d queued%s\n",
+    std::fprintf(stderr, "ember serve: %s (%s) on http://%s:%d  context %lld, %d sequences + %d queued, prefix cache %s%s\n",
                  c.model_id.c_str(), c.model.info().architecture.c_str(), opt.http.host.c_str(), s.port(),
                  (long long)c.ctx, opt.queue.max_seqs, opt.queue.max_queued,
+                 prefix_mib ? (std::to_string(prefix_mib) + " MiB").c_str() : "off",
                  opt.http.api_key.empty() ? "" : ", API key required");
     std::fflush(stderr);
     std::thread on_signal([&s, sigs] {

@@ -132,6 +132,9 @@ public:
     StepStats last_batch_stats(const BatchState& b) const override;
     Expected<std::string> batch_profile(BatchState& b, const int32_t* slots, const int32_t* tokens,
                                         int64_t rows) const override;
+    Expected<std::vector<StateTensor>> batch_export_slot(BatchState& b, int64_t slot, int64_t from) const override;
+    Status batch_import_slot(BatchState& b, int64_t slot, int64_t pos,
+                             const std::vector<StateTensor>& tensors) const override;
     bool device_rng(const ModelState& state, uint64_t* seed, uint64_t* counter) const override;
     Status set_device_rng(ModelState& state, uint64_t seed, uint64_t counter) const override;
 

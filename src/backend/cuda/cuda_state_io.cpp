@@ -4,7 +4,9 @@
 #include <cstdio>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cuda_batch.h"
 #include "backend/cuda/cuda_model.h"
+#include "models/state_io.h"
 
 namespace ember::cuda {
 
@@ -24,27 +26,54 @@ Expected<float*> tensor_buffer(const CudaState& s, const StateTensor& t, bool* k
     return p;
 }
 
+// The tensors of a layout (KV tensors: rows [from, from + shape[1]) of the caches) out of s's current views.
+Status download(const CudaState& s, int64_t capacity, int64_t from, std::vector<StateTensor>& t) {
+    if (s.stream) CUDA_CHECK(cudaStreamSynchronize(s.stream));
+    for (StateTensor& x : t) {
+        x.data.assign(static_cast<size_t>(x.numel()), 0.f);
+        if (!s.ready) continue;  // nothing has run: the zero state
+        bool kv = false;
+        EMBER_ASSIGN(float* src, tensor_buffer(s, x, &kv));
+        if (!kv) {
+            CUDA_CHECK(cudaMemcpy(x.data.data(), src, x.data.size() * sizeof(float), cudaMemcpyDeviceToHost));
+        } else if (x.shape[1] > 0) {
+            const size_t row = static_cast<size_t>(x.shape[1] * x.shape[2]) * sizeof(float);
+            const size_t pitch = static_cast<size_t>(capacity * x.shape[2]) * sizeof(float);
+            CUDA_CHECK(cudaMemcpy2D(x.data.data(), row, src + from * x.shape[2], pitch, row,
+                                    static_cast<size_t>(x.shape[0]), cudaMemcpyDeviceToHost));
+        }
+    }
+    return Status::ok();
+}
+
+// The tensors of state_layout(pos) into s's current views (allocated).
+Status upload(CudaState& s, int64_t capacity, int64_t pos, const std::vector<StateTensor>& t) {
+    for (const StateTensor& x : t) {
+        bool kv = false;
+        EMBER_ASSIGN(float* dst, tensor_buffer(s, x, &kv));
+        EMBER_REQUIRE(static_cast<int64_t>(x.data.size()) == x.numel(), "import_state: '%s' has %zu values",
+                      x.name.c_str(), x.data.size());
+        if (!kv) {
+            CUDA_CHECK(cudaMemcpy(dst, x.data.data(), x.data.size() * sizeof(float), cudaMemcpyHostToDevice));
+        } else if (pos > 0) {
+            EMBER_REQUIRE(x.shape[1] == pos, "import_state: '%s' holds %lld rows at position %lld", x.name.c_str(),
+                          (long long)x.shape[1], (long long)pos);
+            const size_t row = static_cast<size_t>(x.shape[1] * x.shape[2]) * sizeof(float);
+            const size_t pitch = static_cast<size_t>(capacity * x.shape[2]) * sizeof(float);
+            CUDA_CHECK(cudaMemcpy2D(dst, pitch, x.data.data(), row, row, static_cast<size_t>(x.shape[0]),
+                                    cudaMemcpyHostToDevice));
+        }
+    }
+    return Status::ok();
+}
+
 }  // namespace
 
 Expected<std::vector<StateTensor>> CudaCausalLM::export_state(const ModelState& state) const {
     auto* s = dynamic_cast<const CudaState*>(&state);
     EMBER_REQUIRE(s != nullptr, "export_state: state does not belong to this CUDA model");
     std::vector<StateTensor> t = cpu_->state_layout(s->pos);
-    if (s->stream) CUDA_CHECK(cudaStreamSynchronize(s->stream));
-    for (StateTensor& x : t) {
-        x.data.assign(static_cast<size_t>(x.numel()), 0.f);
-        if (!s->ready) continue;  // nothing has run: the zero state
-        bool kv = false;
-        EMBER_ASSIGN(float* src, tensor_buffer(*s, x, &kv));
-        if (!kv) {
-            CUDA_CHECK(cudaMemcpy(x.data.data(), src, x.data.size() * sizeof(float), cudaMemcpyDeviceToHost));
-        } else if (s->pos > 0) {
-            const size_t row = static_cast<size_t>(x.shape[1] * x.shape[2]) * sizeof(float);
-            const size_t pitch = static_cast<size_t>(capacity_ * x.shape[2]) * sizeof(float);
-            CUDA_CHECK(cudaMemcpy2D(x.data.data(), row, src, pitch, row, static_cast<size_t>(x.shape[0]),
-                                    cudaMemcpyDeviceToHost));
-        }
-    }
+    EMBER_TRY(download(*s, capacity_, 0, t));
     return t;
 }
 
@@ -54,24 +83,39 @@ Status CudaCausalLM::import_state(ModelState& state, int64_t pos, const std::vec
     EMBER_REQUIRE(pos <= capacity_, "saved session of %lld tokens does not fit the GPU KV cache of %lld (raise -c)",
                   (long long)pos, (long long)capacity_);
     if (!s->ready) EMBER_TRY(allocate(*s));
-    for (const StateTensor& x : t) {
-        bool kv = false;
-        EMBER_ASSIGN(float* dst, tensor_buffer(*s, x, &kv));
-        EMBER_REQUIRE(static_cast<int64_t>(x.data.size()) == x.numel(), "import_state: '%s' has %zu values",
-                      x.name.c_str(), x.data.size());
-        if (!kv) {
-            CUDA_CHECK(cudaMemcpy(dst, x.data.data(), x.data.size() * sizeof(float), cudaMemcpyHostToDevice));
-        } else if (pos > 0) {
-            EMBER_REQUIRE(x.shape[1] == pos, "import_state: '%s' holds %lld rows at position %lld", x.name.c_str(),
-                          (long long)x.shape[1], (long long)pos);
-            const size_t row = static_cast<size_t>(x.shape[1] * x.shape[2]) * sizeof(float);
-            const size_t pitch = static_cast<size_t>(capacity_ * x.shape[2]) * sizeof(float);
-            CUDA_CHECK(cudaMemcpy2D(dst, pitch, x.data.data(), row, row, static_cast<size_t>(x.shape[0]),
-                                    cudaMemcpyHostToDevice));
-        }
-    }
+    EMBER_TRY(upload(*s, capacity_, pos, t));
     s->pos = pos;
     s->counts_len = -1;  // the penalty counts are rebuilt from the history at the next step
+    return Status::ok();
+}
+
+// A slot of a batch: the same copies through the slot's views of the pooled caches (CudaState::select_slot).
+Expected<std::vector<StateTensor>> CudaCausalLM::batch_export_slot(BatchState& b, int64_t slot, int64_t from) const {
+    EMBER_ASSIGN(CudaBatch * cb, as_batch(b));
+    EMBER_REQUIRE(slot >= 0 && slot < b.slots(), "batch: slot %lld is outside the pool of %lld", (long long)slot,
+                  (long long)b.slots());
+    const int64_t pos = b.pos[size_t(slot)];
+    EMBER_REQUIRE(from >= 0 && from <= pos, "batch: snapshot from row %lld of a slot at position %lld",
+                  (long long)from, (long long)pos);
+    std::vector<StateTensor> t = cpu_->state_layout(pos);
+    for (StateTensor& x : t)
+        if (is_kv_tensor(x)) x.shape[1] = pos - from;
+    cb->s.select_slot(slot);
+    EMBER_TRY(download(cb->s, capacity_, from, t));
+    return t;
+}
+
+Status CudaCausalLM::batch_import_slot(BatchState& b, int64_t slot, int64_t pos,
+                                       const std::vector<StateTensor>& t) const {
+    EMBER_REQUIRE(pos >= 0 && pos <= capacity_, "batch: a snapshot of %lld tokens does not fit the GPU KV cache of %lld",
+                  (long long)pos, (long long)capacity_);
+    EMBER_TRY(check_state_tensors(cpu_->state_layout(pos), t));
+    EMBER_TRY(batch_reset(b, slot));  // also: the slot's sampling state restarts
+    EMBER_ASSIGN(CudaBatch * cb, as_batch(b));
+    if (!cb->s.ready) EMBER_TRY(allocate(cb->s));
+    cb->s.select_slot(slot);
+    EMBER_TRY(upload(cb->s, capacity_, pos, t));
+    b.pos[size_t(slot)] = pos;
     return Status::ok();
 }
 
