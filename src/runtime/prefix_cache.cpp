@@ -104,9 +104,8 @@ Status PrefixCache::offer(BatchState& b, int64_t slot, const int32_t* tokens) {
         chain.push_back(e);
         parent = e->key;
     }
-    if (find(parent, depth, tokens)) return Status::ok();  // cached already
     const Key key = link_key(parent, tokens + (depth - 1) * opt_.block, opt_.block);
-    if (entries_.count(key)) return Status::ok();  // a collision with another prefix: keep the one there
+    if (entries_.count(key)) return Status::ok();  // cached already (or a collision: keep the one there)
     EMBER_ASSIGN(std::vector<StateTensor> state, model_.batch_export_slot(b, slot, pos - opt_.block));
     auto e = std::make_unique<Entry>();
     e->key = key;
