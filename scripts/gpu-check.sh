@@ -6,7 +6,7 @@
 # EMBER_STAGES (default "gemm tests compare gemmbench bench"): which stages run; "gemm" (the prefill GEMM's tests)
 # stops the run early when they fail; also "batch" (the batched engine's tests and `ember bench --batch`),
 # "splitbench", "server", "grammar" (both need .devdata/smollm2.part*),
-# "profile". EMBER_MODELS: the `ember bench` models; EMBER_PP: its -p list (default 512).
+# "profile", "persistent" (the persistent decode kernel's tests and decode graph vs persistent). EMBER_MODELS: the `ember bench` models; EMBER_PP: its -p list (default 512).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${1:-${OUT:-/tmp/ember-gpu}}
@@ -118,6 +118,21 @@ fi
 if has grammar; then
   timeout 300 bash scripts/gpu-grammar.sh "$OUT/grammar" > "$OUT/grammar.log" 2>&1; row "gpu-grammar" "rc=$? (grammar.log)"
   tail -30 "$OUT/grammar.log"
+fi
+# 3c. the persistent decode kernel: its tests, then decode with the multi-kernel graph and with the persistent
+# kernel in the same run (EMBER_DECODE=graph|persistent; EMBER_PD_MODELS, default synthetic 2B, 9B, 27B)
+if has persistent; then
+  timeout ${EMBER_PD_TEST_TIMEOUT:-400} build-gpu/test_cuda --gtest_filter="${EMBER_PD_TESTS:-PersistentDecode*}" \
+    > "$OUT/test_persistent.log" 2>&1
+  row "test_cuda persistent" "rc=$?, $(grep -E '^\[  (PASSED|FAILED) ' "$OUT/test_persistent.log" | tr '\n' ' ')"
+  grep -E "persistent vs graph|FAILED|Failure|error" "$OUT/test_persistent.log" | head -40
+  pmodels=${EMBER_PD_MODELS:-qwen3.5-2b,qwen3.5-9b,qwen3.5-27b}
+  for mode in graph persistent; do
+    EMBER_DECODE=$mode timeout 300 $E bench --synthetic "$pmodels" --device cuda -p 0 -n 128 -r 2 \
+      > "$OUT/bench_decode_$mode.md" 2> "$OUT/bench_decode_$mode.err"
+    row "decode $mode ($pmodels)" "rc=$? (bench_decode_$mode.md)"
+    echo "EMBER_DECODE=$mode"; cat "$OUT/bench_decode_$mode.md"; tail -3 "$OUT/bench_decode_$mode.err"
+  done
 fi
 # 4. where a prefill's GPU time goes: Nsight Compute times every kernel of one 512-token synthetic 2B prefill
 if has profile; then

@@ -3,11 +3,15 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 
 #include "backend/cuda/cuda_check.h"
+#include "core/check.h"
 #include "ops/activation/activation_cuda.h"
 #include "ops/attention/attention_cuda.h"
+#include "ops/embedding/embedding_cuda.h"
+#include "ops/gated_delta_rule/gdn_cuda.h"
 #include "ops/linear/linear_cuda.h"
 #include "ops/norm/norm_cuda.h"
 #include "ops/sampling/token_mask.h"
@@ -21,6 +25,10 @@ void CudaCausalLM::lin(CudaState& s, const Weight& w, const float* x, int64_t n,
 
 void CudaCausalLM::attention(CudaState& s, const GatedAttentionDims& d, const float* q, const float* k, const float* v,
                              const float* q_norm, const float* k_norm, size_t l, int64_t n) const {
+    if (s.rec) {  // persistent decode (n = 1, one sequence)
+        EMBER_CHECK(n == 1 && !s.rows_mode, "persistent decode: attention of %lld rows", (long long)n);
+        if (s.rec->attention(d, q, k, v, q_norm, k_norm, s.K[l], s.V[l], s.pos_dev, s.t3) || s.rec->dry()) return;
+    }
     if (s.rows_mode)
         gated_attention_decode_rows(d, q, k, v, q_norm, k_norm, s.K0[l], s.V0[l], s.slots, s.rows_dev, n, s.t3,
                                     s.att_ws, s.att_ws_bytes, s.stream);
@@ -37,7 +45,30 @@ void CudaCausalLM::normed_linear(CudaState& s, const Weight& w, const float* nor
     }
     LinearFusion f;
     f.norm_w = norm_w, f.eps = eps;
-    linear_fused(w, s.x, 1, y, f, s.stream, nullptr, 0);  // native (choose_decode_fusion): no scratch
+    fused_gemv(s, w, s.x, y, f);
+}
+
+void CudaCausalLM::fused_gemv(CudaState& s, const Weight& w, const float* x, float* y, const LinearFusion& f) const {
+    if (s.rec && (s.rec->gemv(w, x, y, f) || s.rec->dry())) return;  // persistent decode
+    linear_fused(w, x, 1, y, f, s.stream, nullptr, 0);  // native (choose_decode_fusion): no scratch
+}
+
+void CudaCausalLM::embed(CudaState& s, const Weight& table, int64_t n) const {
+    if (s.rec && (s.rec->other() || s.rec->dry())) return;
+    embed_rows(table, s.ids, n, s.x, s.stream);
+}
+
+void CudaCausalLM::gdn_step(CudaState& s, const GdnDecodeArgs& a, int64_t n) const {
+    if (s.rec) {
+        EMBER_CHECK(n == 1, "persistent decode: GDN step of %lld tokens", (long long)n);
+        if (s.rec->gdn(a) || s.rec->dry()) return;
+    }
+    gated_delta_net_step(a, n, s.stream);
+}
+
+void CudaCausalLM::bias(CudaState& s, float* y, const float* b, int64_t n, int64_t rows) const {
+    if (s.rec && (s.rec->other() || s.rec->dry())) return;
+    add_bias(y, b, n, rows, s.stream);
 }
 
 const float* CudaCausalLM::residual_linear(CudaState& s, const Weight& w, const float* x_in, int64_t n, bool fz) const {
@@ -47,7 +78,7 @@ const float* CudaCausalLM::residual_linear(CudaState& s, const Weight& w, const 
     }
     LinearFusion f;
     f.accumulate = true;
-    linear_fused(w, x_in, 1, s.x, f, s.stream, nullptr, 0);  // native (choose_decode_fusion): no scratch
+    fused_gemv(s, w, x_in, s.x, f);
     return nullptr;
 }
 
@@ -58,7 +89,7 @@ const float* CudaCausalLM::swiglu_mlp(CudaState& s, const float* pending, const 
         normed_linear(s, gate_up, post_norm, eps, 1, s.t0, true);
         LinearFusion f;
         f.swiglu = true, f.accumulate = true;
-        linear_fused(down, s.t0, 1, s.x, f, s.stream, nullptr, 0);  // native (choose_decode_fusion): no scratch
+        fused_gemv(s, down, s.t0, s.x, f);
         return nullptr;
     }
     add_rmsnorm(s.x, pending, post_norm, s.xn, n, info_.hidden_size, eps, s.stream);
@@ -234,9 +265,47 @@ cudaGraphExec_t graph_for(CudaState& s, int key, const std::function<void()>& bo
     return exec;
 }
 
+void CudaCausalLM::prepare_persistent(CudaState& s) const {
+    s.pd_tried = true;
+    auto prog = std::make_unique<PdProgram>();
+    if (!fuse_decode_ || s.pooled) {
+        prog->why_not = fuse_decode_ ? "a batch state" : "the decode fusions are off for this model";
+    } else {
+        // DRY pass inside a capture that must stay empty (persistent_plan.h).
+        PdRecorder rec(*prog, PdRecorder::DRY, s.stream);
+        CUDA_CHECK(cudaStreamBeginCapture(s.stream, cudaStreamCaptureModeThreadLocal));
+        s.rec = &rec;
+        run(s, 1, false);
+        rec.finish();
+        s.rec = nullptr;
+        cudaGraph_t g;
+        CUDA_CHECK(cudaStreamEndCapture(s.stream, &g));
+        size_t nodes = 0;
+        CUDA_CHECK(cudaGraphGetNodes(g, nullptr, &nodes));
+        CUDA_CHECK(cudaGraphDestroy(g));
+        if (nodes) prog->why_not = "a kernel of the forward bypassed the recorder";
+        else pd_finalize(*prog, s.pos_dev);
+    }
+    if (!prog->why_not.empty())  // one note per model, not one per sequence
+        std::call_once(pd_note_, [&] { std::fprintf(stderr, "ember: persistent decode not used: %s\n", prog->why_not.c_str()); });
+    s.pd = std::move(prog);
+}
+
 void CudaCausalLM::launch_decode(CudaState& s, int mode, bool first) const {
+    const bool pd_on = opt_.persistent < 0 ? persistent_decode_requested() : opt_.persistent > 0;
+    if (!(mode & SELECT_ONLY) && !s.pd_tried && pd_on) prepare_persistent(s);
     cudaGraphExec_t exec = graph_for(s, mode, [&] {
-        if (!(mode & SELECT_ONLY)) run(s, 1, false);
+        if (!(mode & SELECT_ONLY)) {
+            if (s.pd && s.pd->why_not.empty()) {
+                PdRecorder rec(*s.pd, PdRecorder::EMIT, s.stream);
+                s.rec = &rec;
+                run(s, 1, false);
+                rec.finish();
+                s.rec = nullptr;
+            } else {
+                run(s, 1, false);
+            }
+        }
         if (mode & MASK) {
             const int64_t V = info_.vocab_size;
             apply_token_mask(s.logits, 1, V, V, s.mask_dev, token_mask_words(V), s.stream);

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "backend/cuda/device.h"
+#include "backend/cuda/persistent_plan.h"
 #include "backend/cuda/weight_upload.h"
 #include "models/model.h"
 #include "ops/attention/attention_cuda.h"
@@ -25,6 +26,8 @@ struct CudaOptions {
     int64_t context = 4096;    // KV-cache capacity per session (tokens); beyond it forward() fails clearly
     int64_t max_batch = 512;   // largest prefill chunk per forward call (Session chunks longer prompts)
     GemmPrecision prefill_precision = GemmPrecision::FP32;  // products of the n > 8 GEMMs (linear_gemm_q.h)
+    int persistent = -1;       // batch-1 decode through the persistent kernel (persistent_plan.h): 1 on, 0 off,
+                               // -1 as EMBER_DECODE says (persistent | graph)
 };
 
 // Small per-step values the host writes before a graph launch (pinned, so the copies are truly async).
@@ -76,6 +79,11 @@ struct CudaState : ModelState {
     bool rows_mode = false;
     int64_t max_rows = 8;       // logits rows s.logits holds (≥ 8)
     int32_t* row_ids = nullptr;  // [max_rows] greedy ids of a batched step, then [max_rows] their logits (float)
+    // Persistent decode (persistent_plan.h): the program recorded from this state's fused decode step (built on
+    // the first decode when EMBER_DECODE=persistent), and the recorder the helpers offer ops to while set.
+    std::unique_ptr<PdProgram> pd;
+    bool pd_tried = false;
+    PdRecorder* rec = nullptr;
     void select_slot(int64_t i) {
         for (size_t l = 0; l < K0.size(); ++l) {
             K[l] = K0[l] ? K0[l] + i * kv_slot : nullptr;
@@ -168,6 +176,8 @@ protected:
     // normed_linear: y = RMSNorm(s.x)·Wᵀ (fused) or s.xn·Wᵀ (unfused; the caller ran add_rmsnorm).
     void normed_linear(CudaState& s, const Weight& w, const float* norm_w, float eps, int64_t n, float* y,
                        bool fz) const;
+    // The fused GEMVs of a decode step (linear_fused with `f`), offered to the persistent decode recorder first.
+    void fused_gemv(CudaState& s, const Weight& w, const float* x, float* y, const LinearFusion& f) const;
     // residual_linear: x_in·Wᵀ added to s.x (fused; returns nullptr) or written to s.y (returns s.y).
     const float* residual_linear(CudaState& s, const Weight& w, const float* x_in, int64_t n, bool fz) const;
     // The post-attention half of a block: [add_rmsnorm(s.x, pending, post_norm) →] SwiGLU MLP (one GEMV over
@@ -175,6 +185,11 @@ protected:
     const float* swiglu_mlp(CudaState& s, const float* pending, const float* post_norm, float eps,
                             const Weight& gate_up, const Weight& gate, const Weight& up, const Weight& down, int64_t n,
                             int64_t I, bool fz) const;
+    // The remaining ops of run() that the persistent decode recorder must see (persistent_plan.h): the token
+    // embedding gather (n rows of s.ids into s.x), the GDN step of one sequence (T = n), a projection's bias.
+    void embed(CudaState& s, const Weight& table, int64_t n) const;
+    void gdn_step(CudaState& s, const GdnDecodeArgs& a, int64_t n) const;
+    void bias(CudaState& s, float* y, const float* b, int64_t n, int64_t rows) const;
     // Final add + RMSNorm of the residual stream and the head → s.logits (unfused: s.xn holds the normed rows).
     void lm_head(CudaState& s, const float* pending, const float* final_norm, int64_t n, bool all_rows, float eps,
                  bool fz) const;
@@ -199,6 +214,7 @@ protected:
     const Weight& batch_head() const { return head_rows_.data ? head_rows_ : head_; }
     Status prepare_batch_head(int64_t max_seqs) const;
     mutable std::mutex batch_mu_;
+    mutable std::once_flag pd_note_;  // "persistent decode not used: …" printed once
     mutable Weight head_rows_;
     int64_t widest_ = 0;    // widest activation row (floats)
     int64_t capacity_ = 0;  // KV rows per sequence
@@ -209,6 +225,7 @@ private:
     void launch_decode(CudaState& s, int mode, bool first = true) const;  // capture (first time) and launch a decode
                                                                           // graph (first: starts the step's timing)
     void select(CudaState& s, int mode) const;         // penalties + argmax / sample + copy of the id
+    void prepare_persistent(CudaState& s) const;       // the DRY pass and pd_finalize (persistent_plan.h)
     // cuda_batch.cpp: checks, allocation, rows and ids to the device; then the step's body (capturable).
     Status batch_stage(BatchState& b, const int32_t* slots, const int32_t* tokens, int64_t rows) const;
     void batch_body(BatchState& b, int64_t rows, bool greedy) const;

@@ -132,7 +132,7 @@ void CudaLlama::run(CudaState& s, int64_t n, bool all_rows) const {
         this->lin(s, w, x, rows, y);
     };
     const bool fz = n == 1 && fuse_decode_;  // norms, SwiGLU and residual adds inside the GEMVs
-    embed_rows(embed_, s.ids, n, s.x, st);
+    embed(s, embed_, n);
     const float* pending = nullptr;  // attention/MLP output not yet added to the residual stream
     for (size_t l = 0; l < layers_.size(); ++l) {
         const DevLayer& L = layers_[l];
@@ -140,7 +140,7 @@ void CudaLlama::run(CudaState& s, int64_t n, bool all_rows) const {
         const float *q = s.t0, *k = s.t1, *v = s.t2;
         if (n == 1 && !L.attn_in.empty()) {  // one GEMV: t0 = [q | k | v]
             normed_linear(s, L.attn_in, L.attn_norm, eps, 1, s.t0, fz);
-            if (L.q_bias) add_bias(s.t0, L.q_bias, 1, L.attn_in.rows, st);
+            if (L.q_bias) bias(s, s.t0, L.q_bias, 1, L.attn_in.rows);
             k = s.t0 + L.q.rows;
             v = k + L.k.rows;
         } else {
@@ -148,9 +148,9 @@ void CudaLlama::run(CudaState& s, int64_t n, bool all_rows) const {
             lin(L.k, s.xn, n, s.t1);
             lin(L.v, s.xn, n, s.t2);
             if (L.q_bias) {
-                add_bias(s.t0, L.q_bias, n, L.q.rows, st);
-                add_bias(s.t1, L.k_bias, n, L.k.rows, st);
-                add_bias(s.t2, L.v_bias, n, L.v.rows, st);
+                bias(s, s.t0, L.q_bias, n, L.q.rows);
+                bias(s, s.t1, L.k_bias, n, L.k.rows);
+                bias(s, s.t2, L.v_bias, n, L.v.rows);
             }
         }
         attention(s, adims_, q, k, v, L.q_norm, L.k_norm, l, n);

@@ -167,7 +167,7 @@ void CudaQwen35::run(CudaState& s, int64_t n, bool all_rows) const {
         this->lin(s, w, x, rows, y);
     };
     const bool fz = n == 1 && fuse_decode_;  // norms, SwiGLU and residual adds inside the GEMVs
-    embed_rows(embed_, s.ids, n, s.x, st);
+    embed(s, embed_, n);
     const float* pending = nullptr;  // mixer/MLP output not yet added to the residual stream
     for (size_t l = 0; l < layers_.size(); ++l) {
         const DevLayer& L = layers_[l];
@@ -208,7 +208,7 @@ void CudaQwen35::run(CudaState& s, int64_t n, bool all_rows) const {
             } else if (gated_delta_net_prefill_preferred(g.heads, ga.K, n))
                 gated_delta_net_prefill(ga, n, s.lin_ws, s.lin_ws_bytes, st);
             else
-                gated_delta_net_step(ga, n, st);
+                gdn_step(s, ga, n);
             pending = residual_linear(s, L.out, s.t3, n, fz);
         }
         pending = swiglu_mlp(s, pending, L.post_norm, eps, L.gate_up, L.gate, L.up, L.down, n, I, fz);
