@@ -116,7 +116,8 @@ def need_smollm2():
 @pytest.fixture(scope="session")
 def server():
     need_smollm2()
-    s = Server(SMOLLM2, "--max-seqs", "4", "--max-queue", "64", "--timeout", "3", "--max-body", "1000000")
+    s = Server(SMOLLM2, "--max-seqs", "4", "--max-queue", "64", "--timeout", "3", "--request-timeout", "8",
+               "--max-body", "1000000")
     yield s
     assert s.stop() == 0, "ember serve did not exit cleanly on SIGTERM"
 

@@ -30,6 +30,7 @@ void usage() {
         "  --max-body BYTES    largest request body (default 8 MiB)\n"
         "  --http-threads N    connections served at once (default max-seqs + max-queue + 8)\n"
         "  --timeout S         read / write timeout of a connection in seconds (default 10)\n"
+        "  --request-timeout S a whole request (line, headers, body) must arrive within S seconds (default 30)\n"
         "  --grace S           on SIGINT / SIGTERM, time in-flight replies get to finish (default 30)\n"
         "  --device D          auto (default), cpu or cuda\n"
         "  --threads N         CPU threads\n"
@@ -55,6 +56,7 @@ int cmd_serve(int argc, char** argv) {
     opt.http.max_body_bytes = static_cast<size_t>(a.integer({"--max-body"}, 8 << 20));
     const long threads_http = a.integer({"--http-threads"}, 0);
     const long timeout = a.integer({"--timeout"}, 10), grace = a.integer({"--grace"}, 30);
+    const long request_timeout = a.integer({"--request-timeout"}, 30);
     const std::string device = a.str({"--device"}, "auto");
     const long threads = a.integer({"--threads", "-t"}, 0);
     const LoadOptions load = load_options(a);
@@ -65,9 +67,11 @@ int cmd_serve(int argc, char** argv) {
     if (opt.ctx_size < 2) return fail("serve", "--ctx-size must be ≥ 2");
     if (prefix_mib < 0 || prefix_mib > (1L << 22)) return fail("serve", "--prefix-cache-mib must be in [0, 4194304]");
     opt.queue.prefix_cache_bytes = int64_t(prefix_mib) << 20;
-    if (timeout < 1 || grace < 0 || opt.http.max_body_bytes < 1024)
-        return fail("serve", "--timeout ≥ 1, --grace ≥ 0, --max-body ≥ 1024");
+    if (timeout < 1 || timeout > 3600 || request_timeout < 1 || request_timeout > 3600 || grace < 0 ||
+        opt.http.max_body_bytes < 1024)
+        return fail("serve", "--timeout and --request-timeout in [1, 3600], --grace ≥ 0, --max-body ≥ 1024");
     opt.http.read_timeout_s = opt.http.write_timeout_s = static_cast<int>(timeout);
+    opt.http.request_timeout_s = static_cast<int>(request_timeout);
     opt.shutdown_grace_ms = static_cast<int>(grace * 1000);
     opt.http.threads = threads_http > 0 ? static_cast<int>(threads_http) : opt.queue.max_seqs + opt.queue.max_queued + 8;
     if (threads > 0) set_num_threads(static_cast<int>(threads));
