@@ -294,6 +294,7 @@ Status HttpServer::bind() {
             r.path = req.path;
             r.body = req.body;
             for (const auto& h : req.headers) r.headers.emplace(lower(h.first), h.second);
+            if (t_conn) r.client_gone = [fd = t_conn->fd()] { return !peer_connected(fd); };
             out = it->second.handler(r);
         }
         metrics_.count_request(ep, out.status);

@@ -18,6 +18,8 @@ namespace ember::server {
 struct HttpRequest {
     std::string method, path, body;
     std::map<std::string, std::string> headers;  // names lower-cased (the first value of each)
+    // true once the client has closed its connection (checked without blocking); empty when unknown.
+    std::function<bool()> client_gone;
     std::string header(const std::string& lower_name) const {
         auto it = headers.find(lower_name);
         return it == headers.end() ? "" : it->second;

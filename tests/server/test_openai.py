@@ -2,6 +2,7 @@
 # `ember generate` and to llama.cpp's greedy goldens, models, usage, stop strings, logprobs, seeds, errors.
 import json
 import math
+import socket
 import struct
 import subprocess
 import tempfile
@@ -324,6 +325,27 @@ def test_queue_full_is_503_with_retry_after():
         assert c.completions.create(model="", prompt="Hi", max_tokens=2).usage.completion_tokens == 2
     finally:
         assert s.stop() == 0
+
+
+def test_a_client_leaving_a_non_streamed_request_cancels_it(server):
+    # No byte is written before the end of a non-streamed reply, so the server watches the socket itself: the client
+    # closes mid-generation, and its sequence is cancelled and its slot freed within a step or two.
+    before = server.idle_metrics()
+    body = json.dumps({"prompt": "1, 2, 3,", "max_tokens": 2000, "temperature": 0, "ignore_eos": True}).encode()
+    s = socket.create_connection(("127.0.0.1", server.port))
+    s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+              b"Content-Length: %d\r\n\r\n" % len(body) + body)
+    t0 = time.time()
+    while server.metrics()["ember_generation_tokens_total"] < before["ember_generation_tokens_total"] + 5:
+        assert time.time() - t0 < 60
+        time.sleep(0.05)
+    s.close()
+    after = server.idle_metrics(timeout=5)
+    assert after["ember_active_sequences"] == 0 and after["ember_kv_tokens"] == 0
+    assert after["ember_requests_cancelled_total"] == before["ember_requests_cancelled_total"] + 1
+    assert after["ember_generation_tokens_total"] < before["ember_generation_tokens_total"] + 2000
+    key = 'ember_requests_total{endpoint="completions",status="4xx"}'  # 499: the client closed the request
+    assert after[key] == before[key] + 1
 
 
 def test_sigterm_finishes_in_flight_then_exits():
