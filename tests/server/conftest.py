@@ -42,6 +42,7 @@ class Server:
         if not m:
             self.proc.kill()
             raise RuntimeError(f"ember serve did not start: {line}{self.proc.stderr.read()}")
+        self.start_line = line
         self.log.write(line)
         self.log.flush()
         self.port = int(m.group(2))

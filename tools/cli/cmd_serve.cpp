@@ -93,10 +93,14 @@ int cmd_serve(int argc, char** argv) {
     server::Server& s = *srv.value();
     if (auto st = s.bind(); !st) return fail("serve", st.message());
     const auto& c = s.context();
+    // The cache the queue really made: none for a model that cannot snapshot its state, whatever was asked.
+    const int64_t cache_bytes = c.metrics.prefix_cache_budget_bytes;
+    const std::string cache = cache_bytes > 0 ? strfmt("%lld MiB", (long long)(cache_bytes >> 20))
+                              : prefix_mib     ? std::string("off (this model cannot snapshot its state)")
+                                               : std::string("off");
     std::fprintf(stderr, "ember serve: %s (%s) on http://%s:%d  context %lld, %d sequences + %d queued, prefix cache %s%s\n",
                  c.model_id.c_str(), c.model.info().architecture.c_str(), opt.http.host.c_str(), s.port(),
-                 (long long)c.ctx, opt.queue.max_seqs, opt.queue.max_queued,
-                 prefix_mib ? (std::to_string(prefix_mib) + " MiB").c_str() : "off",
+                 (long long)c.ctx, opt.queue.max_seqs, opt.queue.max_queued, cache.c_str(),
                  opt.http.api_key.empty() ? "" : ", API key required");
     std::fflush(stderr);
     std::thread on_signal([&s, sigs] {
