@@ -2,6 +2,7 @@
 # `ember generate` and to llama.cpp's greedy goldens, models, usage, stop strings, logprobs, seeds, errors.
 import json
 import math
+import signal
 import socket
 import struct
 import subprocess
@@ -255,9 +256,17 @@ def test_api_key():
     s = Server(SMOLLM2, "--api-key", "sekret", name="server-key")
     try:
         assert s.get("/health")[0] == 200  # public
-        assert s.get("/v1/models")[0] == 401
-        assert s.get("/metrics")[0] == 401
-        assert s.post("/tokenize", {"prompt": "x"})[0] == 401
+        assert s.get("/")[0] == 200  # the static page (no data; its API calls carry the key typed into it)
+        model = "SmolLM2-135M-Instruct.Q4_1.gguf"
+        for path in ("/v1/models", "/v1/models/" + model, "/metrics"):  # every other endpoint needs the key
+            status, body = s.get(path)
+            assert status == 401 and json.loads(body)["error"]["code"] == "invalid_api_key", path
+        for path, body in (("/tokenize", {"prompt": "x"}), ("/detokenize", {"tokens": [1]}),
+                           ("/v1/completions", {"prompt": "x", "max_tokens": 1}),
+                           ("/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}], "max_tokens": 1})):
+            status, err = s.post(path, body)
+            assert status == 401 and err["error"]["type"] == "authentication_error", path
+            assert s.post(path, body, {"Authorization": "Bearer sekret"})[0] == 200, path
         assert s.get("/v1/models", {"Authorization": "Bearer wrong"})[0] == 401
         assert s.get("/v1/models", {"Authorization": "Bearer sekret"})[0] == 200
         with pytest.raises(openai.AuthenticationError) as e:
@@ -367,3 +376,31 @@ def test_sigterm_finishes_in_flight_then_exits():
             pass
     assert s.stop(sig_timeout=30) == 0 and time.time() - t0 < 30
     assert "shutting down" in open(s.log_path).read()
+
+
+def test_sigint_stops_accepting_and_finishes_in_flight():
+    from conftest import need_smollm2
+    need_smollm2()
+    s = Server(SMOLLM2, "--grace", "20", name="server-sigint")
+    c = openai.OpenAI(base_url=s.url + "/v1", api_key="x", max_retries=0)
+    stream = c.completions.create(model="", prompt="1, 2, 3,", max_tokens=40, temperature=0, stream=True,
+                                  extra_body={"ignore_eos": True})
+    it = iter(stream)
+    text = next(it).choices[0].text
+    s.proc.send_signal(signal.SIGINT)  # Ctrl-C
+    t0 = time.time()
+    while True:  # the listener closes at once: new connections are refused
+        try:
+            socket.create_connection(("127.0.0.1", s.port), timeout=1).close()
+        except ConnectionRefusedError:
+            break
+        assert time.time() - t0 < 5, "still accepting connections after SIGINT"
+        time.sleep(0.05)
+    chunks = list(it)  # the reply in flight completes within the grace time
+    text += "".join(ch.choices[0].text for ch in chunks if ch.choices)
+    assert [ch.choices[0].finish_reason for ch in chunks if ch.choices and ch.choices[0].finish_reason] == ["length"]
+    assert text
+    assert s.proc.wait(timeout=30) == 0  # exits by itself, cleanly
+    s.stop()
+    log = open(s.log_path).read()
+    assert "SIGINT, shutting down" in log and "ember serve: stopped" in log
