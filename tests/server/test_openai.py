@@ -8,6 +8,7 @@ import struct
 import subprocess
 import tempfile
 import time
+import urllib.request
 
 import openai
 import pytest
@@ -226,6 +227,41 @@ def test_errors_and_codes(client, server):
     assert status == 413 and "error" in body
 
 
+def test_sse_framing_on_the_wire(server):
+    # The raw stream, as any SSE client sees it: "data: {json}" events (and ": keepalive" comments) separated by blank
+    # lines, the role first, the finish_reason, the usage chunk (choices []), then "data: [DONE]".
+    body = {"model": "", "messages": [{"role": "user", "content": "Hi"}], "temperature": 0,
+            "max_completion_tokens": 5, "stream": True, "stream_options": {"include_usage": True},
+            "seed": None, "stop": None}  # a JSON null counts as absent (clients send them for defaults)
+    req = urllib.request.Request(server.url + "/v1/chat/completions", data=json.dumps(body).encode(), method="POST",
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=120) as r:
+        assert r.headers["Content-Type"].startswith("text/event-stream")
+        raw = r.read().decode()
+    assert raw.endswith("data: [DONE]\n\n")
+    events = raw.split("\n\n")[:-1]
+    assert all(e.startswith("data: ") or e.startswith(":") for e in events), events
+    data = [e[len("data: "):] for e in events if e.startswith("data: ")]
+    chunks = [json.loads(d) for d in data[:-1]]
+    assert all(c["object"] == "chat.completion.chunk" and c["id"] == chunks[0]["id"] for c in chunks)
+    assert chunks[0]["choices"][0]["delta"]["role"] == "assistant"
+    finish = [c["choices"][0]["finish_reason"] for c in chunks if c["choices"] and c["choices"][0]["finish_reason"]]
+    assert finish == ["length"]  # max_completion_tokens 5
+    assert chunks[-1]["choices"] == [] and chunks[-1]["usage"]["completion_tokens"] == 5
+
+
+def test_binds_loopback_by_default(server):
+    # The fixture gives no --host: the listening socket is 127.0.0.1 only (/proc/net/tcp, state 0A = LISTEN).
+    listening = []
+    for path in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in open(path).read().splitlines()[1:]:
+            f = line.split()
+            addr, port = f[1].split(":")
+            if f[3] == "0A" and int(port, 16) == server.port:
+                listening.append(addr)
+    assert listening == ["0100007F"]
+
+
 def test_tokenize_detokenize_roundtrip(server):
     status, t = server.post("/tokenize", {"prompt": "Hello, world! ünïcödé"})
     assert status == 200 and t["count"] == len(t["tokens"]) > 3
@@ -245,9 +281,22 @@ def test_health_and_metrics(client, server):
     key = 'ember_requests_total{endpoint="completions",status="2xx"}'
     assert after[key] == before[key] + 1
     assert after["ember_generation_tokens_total"] >= before["ember_generation_tokens_total"] + 3
+    assert after["ember_prompt_tokens_total"] > before["ember_prompt_tokens_total"]
     assert after["ember_time_to_first_token_seconds_count"] > before["ember_time_to_first_token_seconds_count"]
+    assert after["ember_inter_token_seconds_count"] >= before["ember_inter_token_seconds_count"] + 2
+    assert after["ember_request_duration_seconds_count"] > before["ember_request_duration_seconds_count"]
     assert after["ember_active_sequences"] == 0 and after["ember_queue_depth"] == 0
     assert after["ember_max_sequences"] == 4
+    # KV and state pool use while a sequence runs, and back to none after it.
+    stream = client.completions.create(model="", prompt="1, 2, 3,", max_tokens=200, temperature=0, stream=True,
+                                       extra_body={"ignore_eos": True})
+    next(iter(stream))
+    during = server.metrics()
+    assert during["ember_active_sequences"] >= 1 and during["ember_kv_tokens"] > 0 and during["ember_kv_bytes"] > 0
+    assert "ember_state_bytes" in during  # recurrent state (0 for a Llama-family model: it has none)
+    stream.close()
+    idle = server.idle_metrics(timeout=30)
+    assert idle["ember_kv_tokens"] == 0 and idle["ember_active_sequences"] == 0
 
 
 def test_api_key():
