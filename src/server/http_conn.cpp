@@ -144,11 +144,12 @@ void lingering_close(int fd, int linger_ms) {
     ::shutdown(fd, SHUT_WR);
     const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(linger_ms);
     char scratch[16384];
-    for (;;) {
+    for (;;) {  // what has arrived, then what arrives until the end of the linger time
+        const ssize_t n = ::recv(fd, scratch, sizeof(scratch), MSG_DONTWAIT);
+        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) break;
         const int left = int(std::chrono::duration_cast<std::chrono::milliseconds>(
                                  end - std::chrono::steady_clock::now()).count());
-        if (left <= 0 || poll_one(fd, POLLIN, left) <= 0) break;
-        if (::recv(fd, scratch, sizeof(scratch), MSG_DONTWAIT) <= 0 && errno != EAGAIN && errno != EINTR) break;
+        if (left <= 0 || (n < 0 && poll_one(fd, POLLIN, left) <= 0)) break;
     }
     ::close(fd);
 }

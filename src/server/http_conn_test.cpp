@@ -3,6 +3,7 @@
 #include "server/http_conn.h"
 
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -180,6 +181,44 @@ TEST(HttpConn, WaitForRequest) {
     s.join();
     p.send("G");
     EXPECT_TRUE(wait_for_request(p.server, 1000, nullptr));
+}
+
+// Over TCP (a socketpair never resets): the server answers before reading the client's whole body, as a client
+// sends it all before it reads (urllib, and most). A plain close with bytes unread makes the kernel reset the
+// connection: the client's send fails and it never reads the answer. lingering_close reads them first, so the
+// client's send completes and the answer is there to read.
+TEST(HttpConn, LingeringCloseLetsTheAnswerArrive) {
+    const int lsock = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(::bind(lsock, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+    ASSERT_EQ(::listen(lsock, 1), 0);
+    socklen_t len = sizeof(addr);
+    ASSERT_EQ(::getsockname(lsock, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+    const int client = ::socket(AF_INET, SOCK_STREAM, 0);
+    ASSERT_EQ(::connect(client, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+    const int server = ::accept(lsock, nullptr, nullptr);
+    ASSERT_GE(server, 0);
+    const std::string body(16 << 20, 'x');  // more than the socket buffers hold; the server never reads it
+    size_t sent = 0;
+    std::thread sender([&] {
+        for (ssize_t n; sent < body.size() && (n = ::send(client, body.data() + sent, body.size() - sent,
+                                                          MSG_NOSIGNAL)) > 0;)
+            sent += size_t(n);
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    const std::string answer = "HTTP/1.1 413 x\r\n\r\n";
+    ASSERT_EQ(::send(server, answer.data(), answer.size(), MSG_NOSIGNAL), ssize_t(answer.size()));
+    lingering_close(server, 1000);  // (the client reads only after it: the full linger time here)
+    sender.join();
+    EXPECT_EQ(sent, body.size());
+    std::string got;
+    char buf[256];
+    for (ssize_t n; (n = ::recv(client, buf, sizeof(buf), 0)) > 0;) got.append(buf, size_t(n));
+    EXPECT_EQ(got, answer);
+    ::close(client);
+    ::close(lsock);
 }
 
 }  // namespace
