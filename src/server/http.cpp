@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cctype>
 
 #include "server/http_conn.h"
@@ -68,6 +69,8 @@ namespace {
 // The request this HTTP thread is serving (set by ConnServer around process_request): the handlers below read its
 // refusal, mark it to be closed, and hand its socket to the endpoint (HttpRequest::client_gone).
 thread_local Connection* t_conn = nullptr;
+// Set by ShedQueue on the accept thread around a connection it will not queue: the connection is answered 503.
+thread_local bool t_shed = false;
 
 // httplib::Stream over a Connection.
 class ConnStream final : public httplib::Stream {
@@ -85,16 +88,47 @@ private:
     Connection& c_;
 };
 
+const char* reason_phrase(int status) {
+    switch (status) {
+    case 408: return "Request Timeout";
+    case 413: return "Payload Too Large";
+    case 431: return "Request Header Fields Too Large";
+    case 503: return "Service Unavailable";
+    default: return "Bad Request";
+    }
+}
+
+// An answer written by hand, where the library does not write one; the connection closes after it.
+void write_raw(Connection& c, const HttpResponse& r) {
+    std::string raw = strfmt("HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\nConnection: close\r\n",
+                             r.status, reason_phrase(r.status), r.content_type.c_str(), r.body.size());
+    for (const auto& h : r.headers) raw += h.first + ": " + h.second + "\r\n";
+    raw += "\r\n" + r.body;
+    for (size_t off = 0; off < raw.size();) {
+        const ssize_t n = c.write(raw.data() + off, raw.size() - off);
+        if (n <= 0) break;
+        off += size_t(n);
+    }
+}
+
 // cpp-httplib 0.11 hands every accepted socket to the virtual process_and_close_socket(). This one is the library's
 // own loop (kept-alive requests through process_request, at most keep_alive_max_count_, each within
 // keep_alive_timeout_sec_ of the last) with a Connection per request in place of the library's SocketStream.
+// Beside the library's: a connection shed by ShedQueue is answered `busy` at once.
 class ConnServer final : public httplib::Server {
 public:
     ConnLimits limits;
-    std::function<void(Connection&)> unanswered;  // refused before the library could answer (in the request line)
+    std::function<HttpResponse(ConnRefusal)> unanswered;  // refused before the library could answer (request line)
+    std::function<HttpResponse()> busy;                   // too many connections
 
 private:
     bool process_and_close_socket(socket_t sock) override {
+        if (t_shed) {
+            Connection conn(sock, limits);
+            write_raw(conn, busy());
+            lingering_close(sock, 0);  // what has arrived is read, so that the close does not reset the answer
+            return false;
+        }
         const auto stopping = [this] { return svr_sock_ == INVALID_SOCKET; };
         bool ret = false, unread = false;
         for (size_t left = keep_alive_max_count_; left > 0; --left) {
@@ -106,7 +140,7 @@ private:
             ret = process_request(strm, left == 1, closed, nullptr);
             t_conn = nullptr;
             const bool refused = conn.refusal() != ConnRefusal::NONE;
-            if (refused && conn.bytes_written() == 0 && unanswered) unanswered(conn);
+            if (refused && conn.bytes_written() == 0) write_raw(conn, unanswered(conn.refusal()));
             unread = refused || conn.close_after;
             if (!ret || closed || unread) break;
         }
@@ -120,14 +154,32 @@ private:
     }
 };
 
-const char* reason_phrase(int status) {
-    switch (status) {
-    case 408: return "Request Timeout";
-    case 413: return "Payload Too Large";
-    case 431: return "Request Header Fields Too Large";
-    default: return "Bad Request";
+// cpp-httplib 0.11's ThreadPool queues accepted connections without a bound. This queue lets at most `most` be
+// accepted and unfinished (served, or waiting for one of the pool's threads); any more is answered 503 with
+// Retry-After at once, on the accept thread, like a request past the engine queue's bound.
+class ShedQueue final : public httplib::TaskQueue {
+public:
+    ShedQueue(size_t threads, size_t most) : pool_(threads), most_(most) {}
+    void enqueue(std::function<void()> fn) override {
+        if (open_.fetch_add(1) >= most_) {
+            open_--;
+            t_shed = true;
+            fn();  // ConnServer::process_and_close_socket: the 503, then the close
+            t_shed = false;
+            return;
+        }
+        pool_.enqueue([this, fn = std::move(fn)] {
+            fn();
+            open_--;
+        });
     }
-}
+    void shutdown() override { pool_.shutdown(); }
+
+private:
+    httplib::ThreadPool pool_;
+    const size_t most_;
+    std::atomic<size_t> open_{0};
+};
 
 bool announces_body(const httplib::Request& req) {
     return req.has_header("Transfer-Encoding") ||
@@ -241,7 +293,7 @@ bool admit(const Routes& routes, const HttpOptions& opt, const httplib::Request&
 Status HttpServer::bind() {
     auto& svr = impl_->svr;
     const int threads = std::max(2, opt_.threads);
-    svr.new_task_queue = [threads] { return new httplib::ThreadPool(size_t(threads)); };
+    svr.new_task_queue = [threads] { return new ShedQueue(size_t(threads), 2 * size_t(threads)); };
     svr.set_payload_max_length(opt_.max_body_bytes);
     svr.set_read_timeout(opt_.read_timeout_s);  // also the sockets' SO_RCVTIMEO / SO_SNDTIMEO
     svr.set_write_timeout(opt_.write_timeout_s);
@@ -254,17 +306,17 @@ Status HttpServer::bind() {
     svr.limits.max_header_lines = opt_.max_header_lines;
     svr.limits.max_body_bytes = opt_.max_body_bytes;
     // Stopped in the request line: the library closes without an answer; this one answers.
-    svr.unanswered = [this](Connection& c) {
-        const HttpResponse r = refusal_response(c.refusal(), opt_);
-        const std::string raw = strfmt("HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n"
-                                       "Connection: close\r\n\r\n", r.status, reason_phrase(r.status), r.body.size()) +
-                                r.body;
-        for (size_t off = 0; off < raw.size();) {
-            const ssize_t n = c.write(raw.data() + off, raw.size() - off);
-            if (n <= 0) break;
-            off += size_t(n);
-        }
+    svr.unanswered = [this](ConnRefusal why) {
+        HttpResponse r = refusal_response(why, opt_);
         metrics_.count_request(Endpoint::OTHER, r.status);
+        return r;
+    };
+    svr.busy = [this, threads] {
+        HttpResponse r = error_response(503, strfmt("the server is busy: %d connections are served and as many wait; "
+                                                    "retry later", threads), "server_busy", "", "too_many_connections");
+        r.headers.emplace_back("Retry-After", "1");
+        metrics_.count_request(Endpoint::OTHER, r.status);
+        return r;
     };
     // Refusals that need no body are made before it is read (the library reads it right after this handler); a
     // request answered with its body unread closes its connection.

@@ -46,7 +46,8 @@ struct HttpOptions {
     size_t max_body_bytes = size_t(8) << 20;
     size_t max_header_bytes = size_t(64) << 10;  // request line + header lines (each line ≤ 8 KiB: httplib)
     size_t max_header_lines = 100;
-    int threads = 32;                       // connections served at once (streams hold one each)
+    int threads = 32;                       // connections served at once (streams hold one each); as many more
+                                            // may wait for a thread, beyond that 503 + Retry-After
     int read_timeout_s = 10, write_timeout_s = 10;  // one read / write
     int request_timeout_s = 30;             // the whole request (line, headers, body) after its first byte
 };

@@ -226,3 +226,38 @@ def test_hostile_requests_get_4xx_and_the_server_keeps_serving(server, client):
     assert m["ember_active_sequences"] == 0 and m["ember_queue_depth"] == 0
     r = client.chat.completions.create(model="", temperature=0, max_tokens=3, messages=[{"role": "user", "content": "Hi"}])
     assert r.choices[0].message.content
+
+
+def test_connections_past_the_bound_get_503():
+    # --http-threads 2: two connections are served, two more may wait for a thread; the fifth is answered 503 with
+    # Retry-After at once (cpp-httplib's own pool would queue it, and any number more, without a bound).
+    from conftest import SMOLLM2, Server, need_smollm2
+    need_smollm2()
+    s = Server(SMOLLM2, "--http-threads", "2", name="server-conns")
+    try:
+        idle = [socket.create_connection(("127.0.0.1", s.port)) for _ in range(4)]  # they send nothing
+        time.sleep(0.5)
+        with socket.create_connection(("127.0.0.1", s.port), timeout=10) as c:
+            t0 = time.time()
+            c.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+            buf = b""
+            while b"\r\n\r\n" not in buf:
+                chunk = c.recv(4096)
+                if not chunk:
+                    break
+                buf += chunk
+            assert time.time() - t0 < 2
+        assert buf.startswith(b"HTTP/1.1 503 ") and b"Retry-After: 1" in buf, buf
+        for c in idle:
+            c.close()
+        t0, shed = time.time(), 1
+        while True:  # the threads see the closes and serve again
+            status = s.get("/health")[0]
+            if status == 200:
+                break
+            assert status == 503 and time.time() - t0 < 10
+            shed += 1
+            time.sleep(0.1)
+        assert s.metrics()['ember_requests_total{endpoint="other",status="5xx"}'] == shed
+    finally:
+        assert s.stop() == 0
