@@ -113,8 +113,9 @@ void write_raw(Connection& c, const HttpResponse& r) {
 
 // cpp-httplib 0.11 hands every accepted socket to the virtual process_and_close_socket(). This one is the library's
 // own loop (kept-alive requests through process_request, at most keep_alive_max_count_, each within
-// keep_alive_timeout_sec_ of the last) with a Connection per request in place of the library's SocketStream.
-// Beside the library's: a connection shed by ShedQueue is answered `busy` at once.
+// keep_alive_timeout_sec_ of the last) with a Connection in place of the library's SocketStream (which it makes
+// anew per request, dropping what it had read ahead of a pipelined request). Beside the library's: a connection
+// shed by ShedQueue is answered `busy` at once.
 class ConnServer final : public httplib::Server {
 public:
     ConnLimits limits;
@@ -131,10 +132,11 @@ private:
         }
         const auto stopping = [this] { return svr_sock_ == INVALID_SOCKET; };
         bool ret = false, unread = false;
+        Connection conn(sock, limits);
+        ConnStream strm(conn);
         for (size_t left = keep_alive_max_count_; left > 0; --left) {
-            if (!wait_for_request(sock, int(keep_alive_timeout_sec_ * 1000), stopping)) break;
-            Connection conn(sock, limits);
-            ConnStream strm(conn);
+            if (!conn.buffered() && !wait_for_request(sock, int(keep_alive_timeout_sec_ * 1000), stopping)) break;
+            conn.next_request();
             bool closed = false;
             t_conn = &conn;
             ret = process_request(strm, left == 1, closed, nullptr);

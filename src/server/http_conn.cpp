@@ -30,9 +30,17 @@ int poll_one(int fd, short events, int timeout_ms, short* revents = nullptr) {
 }
 }  // namespace
 
-Connection::Connection(int fd, const ConnLimits& limits)
-    : fd_(fd), lim_(limits),
-      deadline_(std::chrono::steady_clock::now() + std::chrono::milliseconds(limits.request_timeout_ms)) {}
+Connection::Connection(int fd, const ConnLimits& limits) : fd_(fd), lim_(limits) { next_request(); }
+
+void Connection::next_request() {
+    deadline_ = std::chrono::steady_clock::now() + std::chrono::milliseconds(lim_.request_timeout_ms);
+    in_head_ = true;
+    head_bytes_ = lines_ = line_bytes_ = body_bytes_ = 0;
+    prev_ = 0;
+    written_ = 0;
+    refusal_ = ConnRefusal::NONE;
+    close_after = false;
+}
 
 int Connection::ms_left() const {
     return int(std::chrono::duration_cast<std::chrono::milliseconds>(deadline_ - std::chrono::steady_clock::now())

@@ -35,11 +35,14 @@ struct ConnLimits {
 // Why reading stopped before the request was whole; the client is answered 408, 431 or 413.
 enum class ConnRefusal { NONE, TIMEOUT, HEAD_TOO_LARGE, TOO_MANY_HEADER_LINES, BODY_TOO_LARGE };
 
-// One request on a connected socket (a kept-alive connection gets a new Connection per request). Not thread-safe:
-// the HTTP thread that serves the request uses it. Does not own the socket.
+// A connected socket, read one request at a time: the bounds and the deadline apply per request (next_request()),
+// and bytes read ahead stay for the next one (a client that sends its next request before this answer, pipelining,
+// loses nothing). Not thread-safe: the HTTP thread that serves the connection uses it. Does not own the socket.
 class Connection {
 public:
-    Connection(int fd, const ConnLimits& limits);
+    Connection(int fd, const ConnLimits& limits);  // the first request starts now
+    void next_request();                           // the next request starts now (its deadline runs from here)
+    bool buffered() const { return off_ < len_; }  // bytes of it were read ahead
     // > 0: bytes read; 0: the client closed; −1: an error, a timeout or a bound (refusal() says which).
     ssize_t read(char* out, size_t n);
     // Bytes written (possibly fewer than n), or −1: the client is gone or did not take them within the timeout.

@@ -143,6 +143,24 @@ TEST(HttpConn, BodyBytesAreBounded) {
     w.join();
 }
 
+TEST(HttpConn, PipelinedRequestsKeepTheirBytes) {
+    Pair p;
+    const std::string a = "GET /health HTTP/1.1\r\nHost: x\r\n\r\n", b = "GET /v1/models HTTP/1.1\r\n\r\n";
+    p.send(a + b);  // one packet, two requests
+    Connection c(p.server, ConnLimits{});
+    std::string got(a.size(), '\0');
+    for (size_t i = 0; i < a.size(); ++i) ASSERT_EQ(c.read(&got[i], 1), 1);
+    EXPECT_EQ(got, a);
+    EXPECT_TRUE(c.head_done());
+    EXPECT_TRUE(c.buffered());  // the second request was read ahead with the first
+    c.next_request();
+    EXPECT_FALSE(c.head_done());
+    got.assign(b.size(), '\0');
+    for (size_t i = 0; i < b.size(); ++i) ASSERT_EQ(c.read(&got[i], 1), 1);
+    EXPECT_EQ(got, b);
+    EXPECT_TRUE(c.head_done() && !c.buffered());
+}
+
 TEST(HttpConn, PeerConnectedSeesACloseWithoutConsumingBytes) {
     {
         Pair p;

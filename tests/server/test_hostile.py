@@ -228,6 +228,20 @@ def test_hostile_requests_get_4xx_and_the_server_keeps_serving(server, client):
     assert r.choices[0].message.content
 
 
+def test_pipelined_requests_are_all_answered(server):
+    # Three requests in one packet (HTTP/1.1 pipelining): three answers, in order, on the one connection.
+    reqs = (b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n" +
+            b"POST /tokenize HTTP/1.1\r\nHost: x\r\nContent-Length: 16\r\n\r\n{\"prompt\": \"hi\"}" +
+            b"GET /v1/models HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as s:
+        s.sendall(reqs)
+        buf = b""
+        while chunk := s.recv(65536):
+            buf += chunk
+    assert buf.count(b"HTTP/1.1 200 OK") == 3, buf
+    assert buf.index(b'"status":"ok"') < buf.index(b'"tokens"') < buf.index(b'"object":"list"')
+
+
 def test_connections_past_the_bound_get_503():
     # --http-threads 2: two connections are served, two more may wait for a thread; the fifth is answered 503 with
     # Retry-After at once (cpp-httplib's own pool would queue it, and any number more, without a bound).
