@@ -1,5 +1,6 @@
-// http_conn.h: one HTTP request's view of a client socket, with the bounds that cpp-httplib 0.11 (Debian, a compiled
-// library whose limits are fixed at its build) does not set, and whether the client is still there.
+// http_conn.h: a client socket as the HTTP parser reads it, request by request, with the bounds that cpp-httplib 0.11
+// (Debian, a compiled library whose limits are fixed at its build) does not set, and whether the client is still
+// there.
 //
 // What the library lacks, and what Connection adds (http.cpp reads every request through it):
 // - a deadline: the library's timeout is per read, so a client trickling a byte every few seconds holds a thread for
@@ -11,7 +12,8 @@
 //   the bytes after the head stop at twice max_body_bytes + 64 KiB (chunk framing included; the body itself is
 //   checked against max_body_bytes once read);
 // - the socket for the handler: whether the client has closed its connection (peer_connected), so that a
-//   non-streamed request whose client left is cancelled like a streamed one.
+//   non-streamed request whose client left is cancelled like a streamed one;
+// - bytes read ahead kept for the next request (the library's stream is made anew per request and drops them).
 #pragma once
 #include <sys/types.h>
 
