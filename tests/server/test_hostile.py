@@ -49,18 +49,26 @@ WRONG = {
 }
 
 
+def read_until(s, marker):
+    """Reads from socket s until `marker` has arrived or the peer closes; what arrived."""
+    buf = b""
+    while marker not in buf:
+        chunk = s.recv(4096)
+        if not chunk:
+            break
+        buf += chunk
+    return buf
+
+
 def raw_request(port, data, timeout=10.0, read=True):
     """Sends bytes on a fresh connection; returns the status code of the reply (0 if the server closed it)."""
     with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
         s.sendall(data)
         if not read:
             return 0
-        buf = b""
-        while b"\r\n" not in buf:
-            chunk = s.recv(4096)
-            if not chunk:
-                return 0
-            buf += chunk
+        buf = read_until(s, b"\r\n")
+        if b"\r\n" not in buf:
+            return 0
         line = buf.split(b"\r\n", 1)[0].decode("latin-1")
         return int(line.split()[1])
 
@@ -178,12 +186,7 @@ def slow_client(port, stall_after, trickle=False):
                 except OSError:
                     break
             s.settimeout(30)
-        buf = b""
-        while b"\r\n" not in buf:
-            c = s.recv(4096)
-            if not c:
-                break
-            buf += c
+        buf = read_until(s, b"\r\n")
         waited = time.time() - t0
     status = int(buf.split()[1]) if buf.startswith(b"HTTP/") else 0
     return status, waited, stall_after
@@ -235,9 +238,7 @@ def test_pipelined_requests_are_all_answered(server):
             b"GET /v1/models HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
     with socket.create_connection(("127.0.0.1", server.port), timeout=10) as s:
         s.sendall(reqs)
-        buf = b""
-        while chunk := s.recv(65536):
-            buf += chunk
+        buf = read_until(s, b"no such marker: until the server closes")
     assert buf.count(b"HTTP/1.1 200 OK") == 3, buf
     assert buf.index(b'"status":"ok"') < buf.index(b'"tokens"') < buf.index(b'"object":"list"')
 
@@ -254,12 +255,7 @@ def test_connections_past_the_bound_get_503():
         with socket.create_connection(("127.0.0.1", s.port), timeout=10) as c:
             t0 = time.time()
             c.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
-            buf = b""
-            while b"\r\n\r\n" not in buf:
-                chunk = c.recv(4096)
-                if not chunk:
-                    break
-                buf += chunk
+            buf = read_until(c, b"\r\n\r\n")
             assert time.time() - t0 < 2
         assert buf.startswith(b"HTTP/1.1 503 ") and b"Retry-After: 1" in buf, buf
         for c in idle:
