@@ -280,11 +280,14 @@ Expected<ToolChoice> parse_tool_choice(const ojson& v) {
         else return errorf("tool_choice '%s' is not one of auto, none, required", s.c_str());
         return c;
     }
-    EMBER_REQUIRE(v.is_object() && v.value("type", "") == "function" && v.contains("function") &&
-                      v["function"].is_object() && v["function"].contains("name") && v["function"]["name"].is_string(),
+    // Compared, never converted: any JSON value gives a choice or an error (value("type", "") would throw on a
+    // non-string type).
+    EMBER_REQUIRE(v.is_object() && v.contains("type") && v.at("type") == "function" && v.contains("function") &&
+                      v.at("function").is_object() && v.at("function").contains("name") &&
+                      v.at("function").at("name").is_string(),
                   "tool_choice must be auto, none, required or {\"type\": \"function\", \"function\": {\"name\": ...}}");
     c.kind = ToolChoice::NAMED;
-    c.name = v["function"]["name"].get<std::string>();
+    c.name = v.at("function").at("name").get<std::string>();
     return c;
 }
 

@@ -111,6 +111,11 @@ TEST(ToolCalls, ToolChoiceGrammars) {
     EXPECT_EQ(parse_tool_choice("required").value().kind, ToolChoice::REQUIRED);
     EXPECT_EQ(parse_tool_choice(ojson::parse(R"({"type":"function","function":{"name":"f"}})")).value().name, "f");
     EXPECT_FALSE(parse_tool_choice("sometimes").is_ok());
+    // Any other shape is an error, never an exception.
+    for (const char* bad : {R"({"type":5})", R"({"type":["function"],"function":{"name":"f"}})", R"({"type":null})",
+                            R"({"type":"function","function":5})", R"({"type":"function","function":{"name":5}})",
+                            R"({"type":"function"})", "5", "[1]", "true", R"({})"})
+        EXPECT_FALSE(parse_tool_choice(ojson::parse(bad)).is_ok()) << bad;
 }
 
 TEST(ResponseFormat, RequestFields) {

@@ -108,7 +108,8 @@ void append(ReplyDelta& all, const ReplyDelta& d) {
 GenerationResult run_generation(ServerContext& ctx, Job& job, const JobSpec& spec, const GenerationOptions& gen,
                                 bool reasoning, bool start_in_reasoning,
                                 const std::function<bool(const ReplyDelta&)>& on_delta,
-                                const std::function<bool()>& keepalive) {
+                                const std::function<bool()>& keepalive,
+                                const std::function<bool()>& client_gone) {
     GenerationResult r;
     r.usage.prompt_tokens = int64_t(spec.prompt.size());
     ReplyText text(ctx.tok, gen.stop, reasoning, start_in_reasoning);
@@ -131,6 +132,11 @@ GenerationResult run_generation(ServerContext& ctx, Job& job, const JobSpec& spe
     for (;;) {
         const bool got = job.wait(u, std::chrono::milliseconds(1000));
         r.usage.cached_tokens = u.cached_tokens;
+        if (client_gone && u.end == JobEnd::RUNNING && client_gone()) {
+            job.cancel();
+            r.cancelled = true;
+            return r;
+        }
         if (!got) {
             if (keepalive && !keepalive()) {
                 job.cancel();
@@ -171,11 +177,16 @@ GenerationResult run_generation(ServerContext& ctx, Job& job, const JobSpec& spe
 }
 
 HttpResponse respond(ServerContext& ctx, std::shared_ptr<Job> job, JobSpec spec, GenerationOptions gen,
-                     bool reasoning, bool start_in_reasoning, ReplyFormat fmt) {
+                     bool reasoning, bool start_in_reasoning, ReplyFormat fmt,
+                     const std::function<bool()>& client_gone) {
     HttpResponse res;
     if (!gen.stream) {
-        GenerationResult r = run_generation(ctx, *job, spec, gen, reasoning, start_in_reasoning, nullptr, nullptr);
+        bool gone = false;
+        const auto left = [&] { return gone = client_gone && client_gone(); };
+        GenerationResult r = run_generation(ctx, *job, spec, gen, reasoning, start_in_reasoning, nullptr, nullptr, left);
         if (!r.error.empty()) return error_response(500, "generation failed: " + r.error, "server_error");
+        // Nobody reads this answer; 499 (nginx's "client closed request") keeps it apart in /metrics.
+        if (gone) return error_response(499, "the client closed the connection before the reply was complete");
         if (r.cancelled) return error_response(503, "the server shut down before the reply was complete", "server_busy");
         res.body = dump_json(fmt.whole(r));
         return res;

@@ -1,6 +1,7 @@
 // http.h: the HTTP transport (cpp-httplib, Debian libcpp-httplib-dev) behind plain structs, so that the endpoints
-// never see the library: routes, bearer-key check, body and header limits, bounded thread pool, JSON error bodies
-// for the library's own refusals (404, 405, 413, 400 on unreadable requests), streamed (chunked) bodies.
+// never see the library: routes, bearer-key check, bounded thread pool, streamed (chunked) bodies, and the limits
+// on requests: every connection is read through http_conn.h (a deadline per request, bounded head and body), and
+// what can be refused before a body is read is (404, 405, 401, 411, 413, 415), all with JSON error bodies.
 #pragma once
 #include <functional>
 #include <map>
@@ -17,6 +18,8 @@ namespace ember::server {
 struct HttpRequest {
     std::string method, path, body;
     std::map<std::string, std::string> headers;  // names lower-cased (the first value of each)
+    // true once the client has closed its connection (checked without blocking); empty when unknown.
+    std::function<bool()> client_gone;
     std::string header(const std::string& lower_name) const {
         auto it = headers.find(lower_name);
         return it == headers.end() ? "" : it->second;
@@ -41,9 +44,12 @@ struct HttpOptions {
     int port = 8080;                        // 0: any free port (see HttpServer::port())
     std::string api_key;                    // non-empty: every route but the public ones needs "Bearer KEY"
     size_t max_body_bytes = size_t(8) << 20;
-    size_t max_header_bytes = size_t(64) << 10;  // all header lines together (each line ≤ 8 KiB: httplib)
-    int threads = 32;                       // connections served at once (streams hold one each)
-    int read_timeout_s = 10, write_timeout_s = 10;
+    size_t max_header_bytes = size_t(64) << 10;  // request line + header lines (each line ≤ 8 KiB: httplib)
+    size_t max_header_lines = 100;
+    int threads = 32;                       // connections served at once (streams hold one each); as many more
+                                            // may wait for a thread, beyond that 503 + Retry-After
+    int read_timeout_s = 10, write_timeout_s = 10;  // one read / write
+    int request_timeout_s = 30;             // the whole request (line, headers, body) after its first byte
 };
 
 class HttpServer {

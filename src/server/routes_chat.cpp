@@ -49,7 +49,7 @@ HttpResponse chat_completions(ServerContext& ctx, const HttpRequest& req) {
     fmt.usage_chunk = [meta](const Usage& u) { return chat_usage_chunk_json(meta, u); };
     fmt.whole = [meta, lp](const GenerationResult& g) { return chat_completion_json(meta, g.reply, g.finish, g.usage, lp); };
     return respond(ctx, std::move(job), std::move(spec), std::move(r.gen), ctx.chat.reasoning(), thinking,
-                   std::move(fmt));
+                   std::move(fmt), req.client_gone);
 }
 }  // namespace
 

@@ -36,7 +36,8 @@ HttpResponse completions(ServerContext& ctx, const HttpRequest& req) {
     fmt.whole = [meta, lp](const GenerationResult& g) {
         return completion_json(meta, g.reply, &g.finish, &g.usage, lp, 0);
     };
-    return respond(ctx, std::move(job), std::move(spec), std::move(r.gen), false, false, std::move(fmt));
+    return respond(ctx, std::move(job), std::move(spec), std::move(r.gen), false, false, std::move(fmt),
+                   req.client_gone);
 }
 }  // namespace
 

@@ -71,11 +71,14 @@ struct GenerationResult {
 };
 // Reads the job to its end through the reply pipeline (detokenize, stop strings, reasoning split). on_delta
 // (optional) gets every non-empty piece as it comes and returns false when the client is gone; keepalive
-// (optional) is called when nothing came for a second and returns false likewise. Either cancels the job.
+// (optional) is called when nothing came for a second and returns false likewise; client_gone (optional) is asked
+// after every wait (each step's tokens, each idle second) and returns true once the client has left. Any of them
+// cancels the job (the worker frees its slot at its next step) and the result is `cancelled`.
 GenerationResult run_generation(ServerContext& ctx, Job& job, const JobSpec& spec, const GenerationOptions& gen,
                                 bool reasoning, bool start_in_reasoning,
                                 const std::function<bool(const ReplyDelta&)>& on_delta,
-                                const std::function<bool()>& keepalive);
+                                const std::function<bool()>& keepalive,
+                                const std::function<bool()>& client_gone = nullptr);
 // How an endpoint writes its replies: a streamed chunk (delta null on the closing chunk; first: the first chunk of
 // the stream; fr: set on the closing chunk), the usage chunk (stream_options.include_usage), the whole response.
 struct ReplyFormat {
@@ -85,9 +88,11 @@ struct ReplyFormat {
 };
 // Runs the submitted job and answers: SSE when gen.stream (chunks, the closing chunk, the usage chunk, [DONE]; an
 // engine failure mid-stream becomes an error event), else one JSON body (500 on an engine failure, 503 when the
-// server shut down first).
+// server shut down first). A client that leaves cancels the job: streamed, seen when a write fails; not streamed,
+// seen by client_gone (HttpRequest::client_gone; answered 499, which nobody reads).
 HttpResponse respond(ServerContext& ctx, std::shared_ptr<Job> job, JobSpec spec, GenerationOptions gen,
-                     bool reasoning, bool start_in_reasoning, ReplyFormat fmt);
+                     bool reasoning, bool start_in_reasoning, ReplyFormat fmt,
+                     const std::function<bool()>& client_gone);
 // A response id: prefix + 24 random hex digits.
 std::string new_id(const char* prefix);
 int64_t unix_now();

@@ -120,10 +120,6 @@ bool read_tools(Fields& f, ChatRequest& r) {
         if (!clean.empty()) r.tools = std::move(clean);
     }
     if (choice) {
-        // parse_tool_choice reads "type" as a string: check the shape first (nlohmann's value() throws otherwise).
-        if (!choice->is_string() && !(choice->is_object() && choice->contains("type") && (*choice)["type"].is_string()))
-            return f.fail("'tool_choice' must be auto, none, required or {\"type\": \"function\", \"function\": "
-                          "{\"name\": ...}}", "tool_choice");
         auto c = grammar::parse_tool_choice(*choice);
         if (!c) return f.fail(c.message(), "tool_choice");
         r.tool_choice = c.value();

@@ -42,6 +42,7 @@ class Server:
         if not m:
             self.proc.kill()
             raise RuntimeError(f"ember serve did not start: {line}{self.proc.stderr.read()}")
+        self.start_line = line
         self.log.write(line)
         self.log.flush()
         self.port = int(m.group(2))
@@ -116,7 +117,8 @@ def need_smollm2():
 @pytest.fixture(scope="session")
 def server():
     need_smollm2()
-    s = Server(SMOLLM2, "--max-seqs", "4", "--max-queue", "64", "--timeout", "3", "--max-body", "1000000")
+    s = Server(SMOLLM2, "--max-seqs", "4", "--max-queue", "64", "--timeout", "3", "--request-timeout", "8",
+               "--max-body", "1000000")
     yield s
     assert s.stop() == 0, "ember serve did not exit cleanly on SIGTERM"
 

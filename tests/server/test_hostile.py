@@ -1,5 +1,6 @@
 # Hostile input: at least 500 malformed or adversarial requests — random JSON, wrong types, huge strings, invalid
-# UTF-8, oversized bodies, broken HTTP, slow clients — each answered with a 4xx, and the server keeps serving.
+# UTF-8, oversized bodies (by length, chunked, compressed), broken HTTP, too many or too long header lines, slow and
+# trickling clients — each answered with a 4xx, and the server keeps serving.
 import json
 import random
 import socket
@@ -48,18 +49,26 @@ WRONG = {
 }
 
 
+def read_until(s, marker):
+    """Reads from socket s until `marker` has arrived or the peer closes; what arrived."""
+    buf = b""
+    while marker not in buf:
+        chunk = s.recv(4096)
+        if not chunk:
+            break
+        buf += chunk
+    return buf
+
+
 def raw_request(port, data, timeout=10.0, read=True):
     """Sends bytes on a fresh connection; returns the status code of the reply (0 if the server closed it)."""
     with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
         s.sendall(data)
         if not read:
             return 0
-        buf = b""
-        while b"\r\n" not in buf:
-            chunk = s.recv(4096)
-            if not chunk:
-                return 0
-            buf += chunk
+        buf = read_until(s, b"\r\n")
+        if b"\r\n" not in buf:
+            return 0
         line = buf.split(b"\r\n", 1)[0].decode("latin-1")
         return int(line.split()[1])
 
@@ -138,26 +147,46 @@ def hostile_requests(rng):
                b"GET /v1/models HTTP/1.1\r\n" + b"".join(b"X-%d: %s\r\n" % (k, b"v" * 1000) for k in range(100)) + b"\r\n",
                b"PUT /v1/completions HTTP/1.1\r\nContent-Length: 2\r\n\r\n{}",
                b"DELETE /v1/models HTTP/1.1\r\n\r\n", b"GET /../../etc/passwd HTTP/1.1\r\n\r\n",
-               b"GET /v1/models/nope HTTP/1.1\r\n\r\n"]
-    for i in range(60):  # broken HTTP
-        out.append(("bad http", lambda p, g=garbage[i % len(garbage)]: raw_request(p, g)))
+               b"GET /v1/models/nope HTTP/1.1\r\n\r\n",
+               # many short header lines (431: more than 100), a header line without end (431 at 64 KiB)
+               b"GET /health HTTP/1.1\r\n" + b"".join(b"X-%d: v\r\n" % k for k in range(150)) + b"\r\n",
+               b"GET /health HTTP/1.1\r\nX: " + b"h" * 70000,
+               # bodies the HTTP library would not bound: no length (411), compressed (415), chunked past the limit
+               b"POST /v1/completions HTTP/1.1\r\nContent-Type: application/json\r\n\r\n{\"prompt\": \"hi\"}",
+               b"POST /v1/completions HTTP/1.1\r\nContent-Encoding: gzip\r\nContent-Length: 4\r\n\r\n\x1f\x8b\x08\x00",
+               b"POST /v1/completions HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n" +
+               b"".join(b"10000\r\n" + b"a" * 0x10000 + b"\r\n" for _ in range(40)) + b"0\r\n\r\n",
+               b"POST /v1/completions HTTP/1.1\r\nContent-Length: 99999999999999\r\n\r\n{}",
+               b"POST /v1/completions HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\n{}"]
+    for i in range(72):  # broken HTTP
+        out.append((f"bad http {i % len(garbage)}", lambda p, g=garbage[i % len(garbage)]: raw_request(p, g)))
     return out
 
 
-def slow_client(port, stall_after):
-    """Sends part of a request, then nothing: the server must time the connection out (--timeout 3) with a 4xx."""
+def slow_client(port, stall_after, trickle=False):
+    """Sends part of a request, then nothing: the server must time the connection out (--timeout 3) with a 408. With
+    `trickle`, it then keeps sending a byte a second (each within --timeout): the request's deadline
+    (--request-timeout 8) must end it with a 408 all the same."""
     req = (b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n" + b'{"prompt": "hi"')
     with socket.create_connection(("127.0.0.1", port), timeout=30) as s:
         for k in range(0, stall_after):  # trickle the first bytes
             s.sendall(req[k:k + 1])
             time.sleep(0.05)
         t0 = time.time()
-        buf = b""
-        while b"\r\n" not in buf:
-            c = s.recv(4096)
-            if not c:
-                break
-            buf += c
+        if trickle:
+            s.settimeout(1.0)
+            while time.time() - t0 < 25:
+                try:
+                    if s.recv(4096, socket.MSG_PEEK):
+                        break
+                except socket.timeout:
+                    pass
+                try:
+                    s.sendall(b"x")
+                except OSError:
+                    break
+            s.settimeout(30)
+        buf = read_until(s, b"\r\n")
         waited = time.time() - t0
     status = int(buf.split()[1]) if buf.startswith(b"HTTP/") else 0
     return status, waited, stall_after
@@ -179,7 +208,8 @@ def test_hostile_requests_get_4xx_and_the_server_keeps_serving(server, client):
     assert not bad, bad[:20]
     # Slow clients (stalled in the headers and in the body) while normal traffic goes on.
     slow = []
-    threads = [threading.Thread(target=lambda k=k: slow.append(slow_client(server.port, k))) for k in (10, 45, 60, 75)]
+    threads = [threading.Thread(target=lambda k=k, t=t: slow.append(slow_client(server.port, k, t)))
+               for k, t in ((10, False), (45, False), (60, False), (75, False), (20, True), (70, True))]
     for t in threads:
         t.start()
     time.sleep(0.5)
@@ -190,15 +220,54 @@ def test_hostile_requests_get_4xx_and_the_server_keeps_serving(server, client):
     for t in threads:
         t.join()
     slow.sort(key=lambda r: r[2])
-    for status, waited, stall in slow:
-        assert waited < 20, slow
-        if stall < 31:  # no complete request line yet: httplib closes the connection after the timeout, no reply
-            assert status == 0, slow
-        else:  # stalled in the headers or the body: 400 after the timeout
-            assert 400 <= status < 500, slow
+    assert len(slow) == 6
+    for status, waited, stall in slow:  # in the request line, the headers or the body: 408 after the timeout
+        assert status == 408 and waited < 20, slow
     # Still serving, nothing leaked.
     assert server.get("/health")[0] == 200
     m = server.idle_metrics()
     assert m["ember_active_sequences"] == 0 and m["ember_queue_depth"] == 0
     r = client.chat.completions.create(model="", temperature=0, max_tokens=3, messages=[{"role": "user", "content": "Hi"}])
     assert r.choices[0].message.content
+
+
+def test_pipelined_requests_are_all_answered(server):
+    # Three requests in one packet (HTTP/1.1 pipelining): three answers, in order, on the one connection.
+    reqs = (b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n" +
+            b"POST /tokenize HTTP/1.1\r\nHost: x\r\nContent-Length: 16\r\n\r\n{\"prompt\": \"hi\"}" +
+            b"GET /v1/models HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as s:
+        s.sendall(reqs)
+        buf = read_until(s, b"no such marker: until the server closes")
+    assert buf.count(b"HTTP/1.1 200 OK") == 3, buf
+    assert buf.index(b'"status":"ok"') < buf.index(b'"tokens"') < buf.index(b'"object":"list"')
+
+
+def test_connections_past_the_bound_get_503():
+    # --http-threads 2: two connections are served, two more may wait for a thread; the fifth is answered 503 with
+    # Retry-After at once (cpp-httplib's own pool would queue it, and any number more, without a bound).
+    from conftest import SMOLLM2, Server, need_smollm2
+    need_smollm2()
+    s = Server(SMOLLM2, "--http-threads", "2", name="server-conns")
+    try:
+        idle = [socket.create_connection(("127.0.0.1", s.port)) for _ in range(4)]  # they send nothing
+        time.sleep(0.5)
+        with socket.create_connection(("127.0.0.1", s.port), timeout=10) as c:
+            t0 = time.time()
+            c.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+            buf = read_until(c, b"\r\n\r\n")
+            assert time.time() - t0 < 2
+        assert buf.startswith(b"HTTP/1.1 503 ") and b"Retry-After: 1" in buf, buf
+        for c in idle:
+            c.close()
+        t0, shed = time.time(), 1
+        while True:  # the threads see the closes and serve again
+            status = s.get("/health")[0]
+            if status == 200:
+                break
+            assert status == 503 and time.time() - t0 < 10
+            shed += 1
+            time.sleep(0.1)
+        assert s.metrics()['ember_requests_total{endpoint="other",status="5xx"}'] == shed
+    finally:
+        assert s.stop() == 0

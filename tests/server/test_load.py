@@ -1,10 +1,12 @@
-# Load: 32 concurrent streaming clients for a bounded time, a quarter of the streams dropped mid-way. Every stream
-# that completes equals the same request run alone (greedy), no request fails, no slot leaks (/metrics), and the
-# resident memory stays flat.
+# Load: 32 concurrent streaming clients for a bounded time, a quarter of the streams dropped mid-way, and now and
+# then a non-streamed request abandoned by its client (a client timeout). Every reply that completes equals the same
+# request run alone (greedy), no request fails, no slot leaks (/metrics), and the resident memory stays flat.
 import os
 import random
 import threading
 import time
+
+import openai
 
 PROMPTS = [
     ("chat", "What is the capital of France?"),
@@ -40,7 +42,7 @@ def test_32_streaming_clients_with_disconnects(server, client):
         r = start(client, kind, prompt, stream=False)
         ref[prompt] = (r.choices[0].message.content if kind == "chat" else r.choices[0].text, r.choices[0].finish_reason)
     before = server.idle_metrics()
-    stats = {"completed": 0, "dropped": 0, "wrong": [], "errors": []}
+    stats = {"completed": 0, "dropped": 0, "abandoned": 0, "wrong": [], "errors": []}
     lock = threading.Lock()
     rss = []
     deadline = time.time() + SECONDS
@@ -50,6 +52,24 @@ def test_32_streaming_clients_with_disconnects(server, client):
         while time.time() < deadline:
             kind, prompt = rng.choice(PROMPTS)
             drop_after = rng.randrange(1, 6) if rng.random() < 0.25 else None
+            if drop_after is None and rng.random() < 0.1:  # non-streamed, the client gives up after a while
+                try:
+                    impatient = client.with_options(timeout=rng.uniform(0.1, 1.0))
+                    r = start(impatient, kind, prompt, stream=False)
+                    got = (r.choices[0].message.content if kind == "chat" else r.choices[0].text,
+                           r.choices[0].finish_reason)
+                    with lock:  # it finished in time: it must be right
+                        stats["completed"] += 1
+                        if got != ref[prompt]:
+                            stats["wrong"].append((prompt, *got, ref[prompt]))
+                except openai.APITimeoutError:
+                    with lock:
+                        stats["dropped"] += 1
+                        stats["abandoned"] += 1
+                except Exception as e:
+                    with lock:
+                        stats["errors"].append(repr(e))
+                continue
             try:
                 stream = start(client, kind, prompt, stream=True)
                 text, finish, n = "", None, 0
@@ -82,10 +102,11 @@ def test_32_streaming_clients_with_disconnects(server, client):
     for t in threads:
         t.join()
     after = server.idle_metrics(timeout=30)
-    print(f"load: {stats['completed']} completed, {stats['dropped']} dropped, RSS samples (KiB) {rss[:3]} … {rss[-3:]}")
+    print(f"load: {stats['completed']} completed, {stats['dropped']} dropped ({stats['abandoned']} not streamed), "
+          f"RSS samples (KiB) {rss[:3]} … {rss[-3:]}")
     assert not stats["errors"], stats["errors"][:5]
     assert not stats["wrong"], stats["wrong"][:3]
-    assert stats["completed"] >= CLIENTS and stats["dropped"] >= 4
+    assert stats["completed"] >= CLIENTS and stats["dropped"] >= 4 and stats["abandoned"] >= 1
     # No leaked slots or KV: everything back to zero once idle; the dropped streams were cancelled.
     assert after["ember_active_sequences"] == 0 and after["ember_queue_depth"] == 0 and after["ember_kv_tokens"] == 0
     assert after["ember_requests_cancelled_total"] > before["ember_requests_cancelled_total"]

@@ -2,10 +2,13 @@
 # `ember generate` and to llama.cpp's greedy goldens, models, usage, stop strings, logprobs, seeds, errors.
 import json
 import math
+import signal
+import socket
 import struct
 import subprocess
 import tempfile
 import time
+import urllib.request
 
 import openai
 import pytest
@@ -224,6 +227,41 @@ def test_errors_and_codes(client, server):
     assert status == 413 and "error" in body
 
 
+def test_sse_framing_on_the_wire(server):
+    # The raw stream, as any SSE client sees it: "data: {json}" events (and ": keepalive" comments) separated by blank
+    # lines, the role first, the finish_reason, the usage chunk (choices []), then "data: [DONE]".
+    body = {"model": "", "messages": [{"role": "user", "content": "Hi"}], "temperature": 0,
+            "max_completion_tokens": 5, "stream": True, "stream_options": {"include_usage": True},
+            "seed": None, "stop": None}  # a JSON null counts as absent (clients send them for defaults)
+    req = urllib.request.Request(server.url + "/v1/chat/completions", data=json.dumps(body).encode(), method="POST",
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=120) as r:
+        assert r.headers["Content-Type"].startswith("text/event-stream")
+        raw = r.read().decode()
+    assert raw.endswith("data: [DONE]\n\n")
+    events = raw.split("\n\n")[:-1]
+    assert all(e.startswith("data: ") or e.startswith(":") for e in events), events
+    data = [e[len("data: "):] for e in events if e.startswith("data: ")]
+    chunks = [json.loads(d) for d in data[:-1]]
+    assert all(c["object"] == "chat.completion.chunk" and c["id"] == chunks[0]["id"] for c in chunks)
+    assert chunks[0]["choices"][0]["delta"]["role"] == "assistant"
+    finish = [c["choices"][0]["finish_reason"] for c in chunks if c["choices"] and c["choices"][0]["finish_reason"]]
+    assert finish == ["length"]  # max_completion_tokens 5
+    assert chunks[-1]["choices"] == [] and chunks[-1]["usage"]["completion_tokens"] == 5
+
+
+def test_binds_loopback_by_default(server):
+    # The fixture gives no --host: the listening socket is 127.0.0.1 only (/proc/net/tcp, state 0A = LISTEN).
+    listening = []
+    for path in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in open(path).read().splitlines()[1:]:
+            f = line.split()
+            addr, port = f[1].split(":")
+            if f[3] == "0A" and int(port, 16) == server.port:
+                listening.append(addr)
+    assert listening == ["0100007F"]
+
+
 def test_tokenize_detokenize_roundtrip(server):
     status, t = server.post("/tokenize", {"prompt": "Hello, world! ünïcödé"})
     assert status == 200 and t["count"] == len(t["tokens"]) > 3
@@ -243,9 +281,25 @@ def test_health_and_metrics(client, server):
     key = 'ember_requests_total{endpoint="completions",status="2xx"}'
     assert after[key] == before[key] + 1
     assert after["ember_generation_tokens_total"] >= before["ember_generation_tokens_total"] + 3
+    assert after["ember_prompt_tokens_total"] > before["ember_prompt_tokens_total"]
     assert after["ember_time_to_first_token_seconds_count"] > before["ember_time_to_first_token_seconds_count"]
+    assert after["ember_inter_token_seconds_count"] >= before["ember_inter_token_seconds_count"] + 2
+    assert after["ember_request_duration_seconds_count"] > before["ember_request_duration_seconds_count"]
     assert after["ember_active_sequences"] == 0 and after["ember_queue_depth"] == 0
     assert after["ember_max_sequences"] == 4
+    # KV and state pool use while a sequence runs, and back to none after it.
+    stream = client.completions.create(model="", prompt="1, 2, 3,", max_tokens=200, temperature=0, stream=True,
+                                       extra_body={"ignore_eos": True})
+    next(iter(stream))
+    t0 = time.time()
+    while (during := server.metrics())["ember_kv_tokens"] == 0:  # the gauges are set at the end of the worker's round
+        assert time.time() - t0 < 10
+        time.sleep(0.02)
+    assert during["ember_active_sequences"] >= 1 and during["ember_kv_bytes"] > 0
+    assert "ember_state_bytes" in during  # recurrent state (0 for a Llama-family model: it has none)
+    stream.close()
+    idle = server.idle_metrics(timeout=30)
+    assert idle["ember_kv_tokens"] == 0 and idle["ember_active_sequences"] == 0
 
 
 def test_api_key():
@@ -254,9 +308,17 @@ def test_api_key():
     s = Server(SMOLLM2, "--api-key", "sekret", name="server-key")
     try:
         assert s.get("/health")[0] == 200  # public
-        assert s.get("/v1/models")[0] == 401
-        assert s.get("/metrics")[0] == 401
-        assert s.post("/tokenize", {"prompt": "x"})[0] == 401
+        assert s.get("/")[0] == 200  # the static page (no data; its API calls carry the key typed into it)
+        model = "SmolLM2-135M-Instruct.Q4_1.gguf"
+        for path in ("/v1/models", "/v1/models/" + model, "/metrics"):  # every other endpoint needs the key
+            status, body = s.get(path)
+            assert status == 401 and json.loads(body)["error"]["code"] == "invalid_api_key", path
+        for path, body in (("/tokenize", {"prompt": "x"}), ("/detokenize", {"tokens": [1]}),
+                           ("/v1/completions", {"prompt": "x", "max_tokens": 1}),
+                           ("/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}], "max_tokens": 1})):
+            status, err = s.post(path, body)
+            assert status == 401 and err["error"]["type"] == "authentication_error", path
+            assert s.post(path, body, {"Authorization": "Bearer sekret"})[0] == 200, path
         assert s.get("/v1/models", {"Authorization": "Bearer wrong"})[0] == 401
         assert s.get("/v1/models", {"Authorization": "Bearer sekret"})[0] == 200
         with pytest.raises(openai.AuthenticationError) as e:
@@ -326,6 +388,27 @@ def test_queue_full_is_503_with_retry_after():
         assert s.stop() == 0
 
 
+def test_a_client_leaving_a_non_streamed_request_cancels_it(server):
+    # No byte is written before the end of a non-streamed reply, so the server watches the socket itself: the client
+    # closes mid-generation, and its sequence is cancelled and its slot freed within a step or two.
+    before = server.idle_metrics()
+    body = json.dumps({"prompt": "1, 2, 3,", "max_tokens": 2000, "temperature": 0, "ignore_eos": True}).encode()
+    s = socket.create_connection(("127.0.0.1", server.port))
+    s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+              b"Content-Length: %d\r\n\r\n" % len(body) + body)
+    t0 = time.time()
+    while server.metrics()["ember_generation_tokens_total"] < before["ember_generation_tokens_total"] + 5:
+        assert time.time() - t0 < 60
+        time.sleep(0.05)
+    s.close()
+    after = server.idle_metrics(timeout=5)
+    assert after["ember_active_sequences"] == 0 and after["ember_kv_tokens"] == 0
+    assert after["ember_requests_cancelled_total"] == before["ember_requests_cancelled_total"] + 1
+    assert after["ember_generation_tokens_total"] < before["ember_generation_tokens_total"] + 2000
+    key = 'ember_requests_total{endpoint="completions",status="4xx"}'  # 499: the client closed the request
+    assert after[key] == before[key] + 1
+
+
 def test_sigterm_finishes_in_flight_then_exits():
     from conftest import need_smollm2
     need_smollm2()
@@ -345,3 +428,31 @@ def test_sigterm_finishes_in_flight_then_exits():
             pass
     assert s.stop(sig_timeout=30) == 0 and time.time() - t0 < 30
     assert "shutting down" in open(s.log_path).read()
+
+
+def test_sigint_stops_accepting_and_finishes_in_flight():
+    from conftest import need_smollm2
+    need_smollm2()
+    s = Server(SMOLLM2, "--grace", "20", name="server-sigint")
+    c = openai.OpenAI(base_url=s.url + "/v1", api_key="x", max_retries=0)
+    stream = c.completions.create(model="", prompt="1, 2, 3,", max_tokens=40, temperature=0, stream=True,
+                                  extra_body={"ignore_eos": True})
+    it = iter(stream)
+    text = next(it).choices[0].text
+    s.proc.send_signal(signal.SIGINT)  # Ctrl-C
+    t0 = time.time()
+    while True:  # the listener closes at once: new connections are refused
+        try:
+            socket.create_connection(("127.0.0.1", s.port), timeout=1).close()
+        except ConnectionRefusedError:
+            break
+        assert time.time() - t0 < 5, "still accepting connections after SIGINT"
+        time.sleep(0.05)
+    chunks = list(it)  # the reply in flight completes within the grace time
+    text += "".join(ch.choices[0].text for ch in chunks if ch.choices)
+    assert [ch.choices[0].finish_reason for ch in chunks if ch.choices and ch.choices[0].finish_reason] == ["length"]
+    assert text
+    assert s.proc.wait(timeout=30) == 0  # exits by itself, cleanly
+    s.stop()
+    log = open(s.log_path).read()
+    assert "SIGINT, shutting down" in log and "ember serve: stopped" in log

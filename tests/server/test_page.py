@@ -81,3 +81,39 @@ def test_chat_page_streams_and_stops(browser, server):
     # Everything the page loaded came from this server.
     urls = b.execute_script("return performance.getEntriesByType('resource').map(e => e.name)")
     assert urls and all(u.startswith(server.url) for u in urls), urls
+
+
+def test_chat_page_renders_the_reasoning_apart(browser, qwen35_dir):
+    # The Qwen3.5 fixture with the real template: with "Thinking" on, the prompt opens <think>, so the reply streams as
+    # reasoning_content, which the page shows in its own block; with it off, the reply is content and has no block.
+    from selenium.webdriver.common.by import By
+    from conftest import Server
+    s = Server(qwen35_dir, name="server-page-qwen35")
+    try:
+        b = browser
+        b.get(s.url + "/")
+        wait_for(lambda: b.find_element(By.ID, "model").text not in ("", "…"), 30, "the model name")
+        for id_, value in (("temperature", 0), ("max_tokens", 12)):
+            el = b.find_element(By.ID, id_)
+            el.clear()
+            el.send_keys(str(value))
+        meta = lambda: b.find_elements(By.CSS_SELECTOR, ".msg.assistant .meta")[-1].text
+        bubbles = lambda: b.find_elements(By.CSS_SELECTOR, ".msg.assistant")
+        b.find_element(By.ID, "input").send_keys("Why is the sky blue?")
+        b.find_element(By.ID, "send").click()
+        wait_for(lambda: bubbles() and "finish:" in meta(), 120, "the reply with thinking")
+        first = bubbles()[-1]
+        blocks = first.find_elements(By.CSS_SELECTOR, "details.reasoning div")
+        assert len(blocks) == 1 and blocks[0].get_attribute("textContent")
+        assert first.find_element(By.CSS_SELECTOR, ".content").get_attribute("textContent") == ""
+        OUT.mkdir(parents=True, exist_ok=True)
+        b.save_screenshot(str(OUT / "chat-reasoning.png"))
+        b.find_element(By.ID, "thinking").click()  # off: enable_thinking false
+        b.find_element(By.ID, "input").send_keys("Why is the sky blue?")
+        b.find_element(By.ID, "send").click()
+        wait_for(lambda: len(bubbles()) == 2 and "finish:" in meta(), 120, "the reply without thinking")
+        second = bubbles()[-1]
+        assert not second.find_elements(By.CSS_SELECTOR, "details.reasoning")
+        assert second.find_element(By.CSS_SELECTOR, ".content").get_attribute("textContent")
+    finally:
+        assert s.stop() == 0

@@ -36,6 +36,9 @@ def check_cache(model, base, name):
         assert m["ember_prefix_cache_hits_total"] == 2 and m["ember_prompt_tokens_cached_total"] == got[1] + got[2]
         assert m["ember_prefix_cache_entries"] >= 2 and 0 < m["ember_prefix_cache_bytes"] <= (1024 << 20)
         assert plain.idle_metrics()["ember_prefix_cache_budget_bytes"] == 0
+        # The start line says what the server made (the same value as the budget metric).
+        assert "prefix cache 1024 MiB" in cached.start_line and m["ember_prefix_cache_budget_bytes"] == 1024 << 20
+        assert "prefix cache off" in plain.start_line
     finally:
         assert cached.stop() == 0 and plain.stop() == 0
 

@@ -28,8 +28,10 @@ void usage() {
         "                      starts like an earlier one (or its reply) resumes from a checkpoint every 256 tokens\n"
         "  --model-id NAME     the model name of /v1/models (default: the file or directory name)\n"
         "  --max-body BYTES    largest request body (default 8 MiB)\n"
-        "  --http-threads N    connections served at once (default max-seqs + max-queue + 8)\n"
+        "  --http-threads N    connections served at once (default max-seqs + max-queue + 8); as many more\n"
+        "                      may wait for a thread, beyond that a connection gets 503 + Retry-After\n"
         "  --timeout S         read / write timeout of a connection in seconds (default 10)\n"
+        "  --request-timeout S a whole request (line, headers, body) must arrive within S seconds (default 30)\n"
         "  --grace S           on SIGINT / SIGTERM, time in-flight replies get to finish (default 30)\n"
         "  --device D          auto (default), cpu or cuda\n"
         "  --threads N         CPU threads\n"
@@ -55,6 +57,7 @@ int cmd_serve(int argc, char** argv) {
     opt.http.max_body_bytes = static_cast<size_t>(a.integer({"--max-body"}, 8 << 20));
     const long threads_http = a.integer({"--http-threads"}, 0);
     const long timeout = a.integer({"--timeout"}, 10), grace = a.integer({"--grace"}, 30);
+    const long request_timeout = a.integer({"--request-timeout"}, 30);
     const std::string device = a.str({"--device"}, "auto");
     const long threads = a.integer({"--threads", "-t"}, 0);
     const LoadOptions load = load_options(a);
@@ -65,9 +68,11 @@ int cmd_serve(int argc, char** argv) {
     if (opt.ctx_size < 2) return fail("serve", "--ctx-size must be ≥ 2");
     if (prefix_mib < 0 || prefix_mib > (1L << 22)) return fail("serve", "--prefix-cache-mib must be in [0, 4194304]");
     opt.queue.prefix_cache_bytes = int64_t(prefix_mib) << 20;
-    if (timeout < 1 || grace < 0 || opt.http.max_body_bytes < 1024)
-        return fail("serve", "--timeout ≥ 1, --grace ≥ 0, --max-body ≥ 1024");
+    if (timeout < 1 || timeout > 3600 || request_timeout < 1 || request_timeout > 3600 || grace < 0 ||
+        opt.http.max_body_bytes < 1024)
+        return fail("serve", "--timeout and --request-timeout in [1, 3600], --grace ≥ 0, --max-body ≥ 1024");
     opt.http.read_timeout_s = opt.http.write_timeout_s = static_cast<int>(timeout);
+    opt.http.request_timeout_s = static_cast<int>(request_timeout);
     opt.shutdown_grace_ms = static_cast<int>(grace * 1000);
     opt.http.threads = threads_http > 0 ? static_cast<int>(threads_http) : opt.queue.max_seqs + opt.queue.max_queued + 8;
     if (threads > 0) set_num_threads(static_cast<int>(threads));
@@ -89,10 +94,14 @@ int cmd_serve(int argc, char** argv) {
     server::Server& s = *srv.value();
     if (auto st = s.bind(); !st) return fail("serve", st.message());
     const auto& c = s.context();
+    // The cache the queue really made: none for a model that cannot snapshot its state, whatever was asked.
+    const int64_t cache_bytes = c.metrics.prefix_cache_budget_bytes;
+    const std::string cache = cache_bytes > 0 ? strfmt("%lld MiB", (long long)(cache_bytes >> 20))
+                              : prefix_mib     ? std::string("off (this model cannot snapshot its state)")
+                                               : std::string("off");
     std::fprintf(stderr, "ember serve: %s (%s) on http://%s:%d  context %lld, %d sequences + %d queued, prefix cache %s%s\n",
                  c.model_id.c_str(), c.model.info().architecture.c_str(), opt.http.host.c_str(), s.port(),
-                 (long long)c.ctx, opt.queue.max_seqs, opt.queue.max_queued,
-                 prefix_mib ? (std::to_string(prefix_mib) + " MiB").c_str() : "off",
+                 (long long)c.ctx, opt.queue.max_seqs, opt.queue.max_queued, cache.c_str(),
                  opt.http.api_key.empty() ? "" : ", API key required");
     std::fflush(stderr);
     std::thread on_signal([&s, sigs] {
