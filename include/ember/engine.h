@@ -100,7 +100,8 @@ public:
     // longer than the context, bad limits or sampling parameters.
     Expected<SequenceId> add(SequenceParams params);
     // One round over every live sequence (see above). on_event is called for each sequence that got a token or
-    // ended, as soon as it did; ended sequences that are not kept give their slot back at the end of the step.
+    // ended, as soon as it did (it must not call this engine); ended sequences that are not kept give their slot
+    // back at the end of the step.
     void step(const std::function<void(const StepEvent&)>& on_event);
     std::vector<StepEvent> step();  // the same, collecting the events
     // Stops the sequence (running or kept) and frees its slot now.

@@ -201,6 +201,17 @@ TEST(Engine, SaveRestoreAndExtendContinueExactly) {
             EXPECT_EQ(got, std::vector<int32_t>(ref.tokens.begin() + 5, ref.tokens.end()));
             EXPECT_EQ(logits, std::vector<std::vector<float>>(ref.logits.begin() + 5, ref.logits.end()));
 
+            {  // the file is a saved session: `ember generate --load-session` (Session::load) continues it alike
+                Session sess(*m.impl()->lm);
+                ASSERT_TRUE(sess.load(path).is_ok());
+                got.clear();
+                ASSERT_TRUE(sess.generate({}, 9, whole.sampling, {}, [&](int32_t t) {
+                                    got.push_back(t);
+                                    return true;
+                                }).is_ok());
+                EXPECT_EQ(got, std::vector<int32_t>(ref.tokens.begin() + 5, ref.tokens.end()));
+            }
+
             ASSERT_TRUE(e1.extend(*id, tail).is_ok());
             got.clear();
             while (e1.running() > 0)

@@ -140,7 +140,10 @@ void EngineQueue::admit() {
             continue;
         }
         running_.push_back(job);
-        active_jobs_.push_back(Active{job, id.value(), 0, {}});
+        Active a;
+        a.job = job;
+        a.id = id.value();
+        active_jobs_.push_back(std::move(a));
     }
 }
 
@@ -166,13 +169,13 @@ void EngineQueue::run() {
                 (void)engine_->cancel(a.id);  // the engine holds it: cannot fail
                 a.job->publish(nullptr, JobEnd::CANCELLED);
                 metrics_.cancelled++;
-                a.id = 0;
+                a.over = true;
             }
         engine_->step([this](const StepEvent& e) { on_event(e); });
         update_metrics();
         std::lock_guard<std::mutex> lk(mu_);
         for (size_t i = 0; i < active_jobs_.size();) {
-            if (active_jobs_[i].id != 0) {
+            if (!active_jobs_[i].over) {
                 ++i;
                 continue;
             }
@@ -196,7 +199,7 @@ void EngineQueue::on_event(const StepEvent& e) {
         metrics_.request_duration.observe(seconds(now - a.job->submitted_));
     update_metrics();  // the counters include this event before its consumer sees it
     a.job->publish(e.has_token ? &e.token : nullptr, e.end, e.error, e.cached_tokens);
-    if (e.end != JobEnd::RUNNING) a.id = 0;  // the engine frees its slot at the end of the step
+    if (e.end != JobEnd::RUNNING) a.over = true;  // the engine frees its slot at the end of the step
 }
 
 void EngineQueue::update_metrics() {

@@ -89,6 +89,7 @@ private:
         std::shared_ptr<Job> job;
         SequenceId id = 0;
         int64_t selected = 0;  // tokens selected so far (a stop id too)
+        bool over = false;     // ended or cancelled: forgotten after this round (a late FAILED still reaches it)
         std::chrono::steady_clock::time_point last_token;
     };
     void run();                                    // the worker
