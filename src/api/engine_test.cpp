@@ -13,10 +13,13 @@
 #include "api/model_impl.h"
 #include "core/temp_dir.h"
 #include "ember/ember.h"
+#include "runtime/engine_test_util.h"
 #include "runtime/session.h"
 
 namespace ember {
 namespace {
+
+using namespace enginetest;
 
 const char* const kModels[] = {
     "gguf_models/qwen35_flat_gqa3_dkdv/model-q8_0.gguf",  // hybrid (GDN + gated attention)
@@ -37,61 +40,6 @@ Engine engine(const Model& m, int slots, int64_t chunk = 256, int64_t cache_byte
     auto e = Engine::create(m, EngineOptions{slots, chunk, cache_bytes});
     EXPECT_TRUE(e.is_ok()) << e.message();
     return std::move(e.value());
-}
-
-std::vector<int32_t> prompt(int64_t n, int64_t vocab, int64_t salt) {
-    std::vector<int32_t> t;
-    for (int64_t i = 0; i < n; ++i) t.push_back(int32_t((i * 131 + 17 + salt * 53) % vocab));
-    return t;
-}
-
-SequenceParams params(std::vector<int32_t> p, int64_t max_tokens, float temp = 0, uint64_t seed = 0) {
-    SequenceParams s;
-    s.prompt = std::move(p);
-    s.max_tokens = max_tokens;
-    s.sampling.temperature = temp;
-    s.sampling.top_k = temp > 0 ? 20 : 0;
-    s.sampling.repetition_penalty = temp > 0 ? 1.1f : 1.f;
-    s.sampling.seed = seed;
-    s.logits = true;
-    return s;
-}
-
-struct SeqRun {
-    std::vector<int32_t> tokens;
-    std::vector<std::vector<float>> logits;
-    SequenceEnd end = SequenceEnd::RUNNING;
-};
-
-// Adds `todo` as slots free up and steps until every sequence has ended; the runs in the order of `todo`.
-std::vector<SeqRun> run(Engine& e, const std::vector<SequenceParams>& todo) {
-    std::map<SequenceId, size_t> which;
-    std::vector<SeqRun> out(todo.size());
-    size_t next = 0;
-    while (next < todo.size() || e.running() > 0) {
-        for (; next < todo.size() && e.free_slots() > 0; ++next) {
-            auto id = e.add(todo[next]);
-            EXPECT_TRUE(id.is_ok()) << id.message();
-            if (!id.is_ok()) return out;
-            which[*id] = next;
-        }
-        for (const StepEvent& ev : e.step()) {
-            SeqRun& r = out[which.at(ev.id)];
-            if (ev.has_token) r.tokens.push_back(ev.token.id);
-            if (!ev.logits.empty()) r.logits.push_back(ev.logits);
-            if (ev.end != SequenceEnd::RUNNING) r.end = ev.end;
-            EXPECT_NE(ev.end, SequenceEnd::FAILED) << ev.error;
-        }
-    }
-    return out;
-}
-
-// Ragged prompts (some longer than the chunk) and lengths; seeded sampling when temp > 0.
-std::vector<SequenceParams> mixed(int64_t vocab, float temp) {
-    const int64_t lens[] = {1, 3, 17, 40, 9}, toks[] = {12, 5, 9, 12, 1};
-    std::vector<SequenceParams> v;
-    for (int i = 0; i < 5; ++i) v.push_back(params(prompt(lens[i], vocab, i), toks[i], temp, 100 + uint64_t(i)));
-    return v;
 }
 
 TEST(Engine, SequencesTogetherEqualEachAlone) {
@@ -177,29 +125,22 @@ TEST(Engine, SaveRestoreAndExtendContinueExactly) {
             Engine e1 = engine(m, 2, 4);
             SequenceParams head = whole;
             head.max_tokens = 5;
-            head.keep = true;
-            auto id = e1.add(head);
-            ASSERT_TRUE(id.is_ok());
-            while (e1.running() > 0) e1.step();
-            auto info = e1.info(*id);
+            const SequenceId id = run_kept(e1, head);
+            ASSERT_NE(id, 0);
+            auto info = e1.info(id);
             ASSERT_TRUE(info.is_ok());
             EXPECT_EQ(info->end, SequenceEnd::LENGTH);
             EXPECT_EQ(info->position, 11 + 4);  // the 5th token is pending
-            ASSERT_TRUE(e1.save(*id, path).is_ok());
+            ASSERT_TRUE(e1.save(id, path).is_ok());
 
             SequenceParams tail = whole;
             tail.prompt.clear();
             tail.max_tokens = 9;
             Engine e2 = engine(m, 1, 4);
-            auto r = e2.restore(path, tail);
-            ASSERT_TRUE(r.is_ok()) << r.message();
+            const SeqRun restored = run_restored(e2, path, tail);
+            EXPECT_EQ(restored.tokens, std::vector<int32_t>(ref.tokens.begin() + 5, ref.tokens.end()));
+            EXPECT_EQ(restored.logits, std::vector<std::vector<float>>(ref.logits.begin() + 5, ref.logits.end()));
             std::vector<int32_t> got;
-            std::vector<std::vector<float>> logits;
-            while (e2.running() > 0)
-                for (const StepEvent& ev : e2.step())
-                    if (ev.has_token) got.push_back(ev.token.id), logits.push_back(ev.logits);
-            EXPECT_EQ(got, std::vector<int32_t>(ref.tokens.begin() + 5, ref.tokens.end()));
-            EXPECT_EQ(logits, std::vector<std::vector<float>>(ref.logits.begin() + 5, ref.logits.end()));
 
             {  // the file is a saved session: `ember generate --load-session` (Session::load) continues it alike
                 Session sess(*m.impl()->lm);
@@ -212,7 +153,7 @@ TEST(Engine, SaveRestoreAndExtendContinueExactly) {
                 EXPECT_EQ(got, std::vector<int32_t>(ref.tokens.begin() + 5, ref.tokens.end()));
             }
 
-            ASSERT_TRUE(e1.extend(*id, tail).is_ok());
+            ASSERT_TRUE(e1.extend(id, tail).is_ok());
             got.clear();
             while (e1.running() > 0)
                 for (const StepEvent& ev : e1.step())
@@ -228,12 +169,7 @@ TEST(Engine, SaveRestoreAndExtendContinueExactly) {
                 for (const StepEvent& ev : e3.step()) n += ev.has_token;
             ASSERT_TRUE(e3.save(*r3, path).is_ok());
             Engine e4 = engine(m, 1, 4);
-            ASSERT_TRUE(e4.restore(path, tail).is_ok());
-            got.clear();
-            while (e4.running() > 0)
-                for (const StepEvent& ev : e4.step())
-                    if (ev.has_token) got.push_back(ev.token.id);
-            EXPECT_EQ(got, std::vector<int32_t>(ref.tokens.begin() + 5, ref.tokens.end()));
+            EXPECT_EQ(run_restored(e4, path, tail).tokens, std::vector<int32_t>(ref.tokens.begin() + 5, ref.tokens.end()));
         }
     }
 }

@@ -5,7 +5,6 @@
 // src/api/engine_test.cpp. Skips without a GPU.
 #include <gtest/gtest.h>
 
-#include <map>
 #include <string>
 #include <vector>
 
@@ -14,9 +13,12 @@
 #include "core/check.h"
 #include "core/temp_dir.h"
 #include "runtime/engine_impl.h"
+#include "runtime/engine_test_util.h"
 
 namespace ember::cuda {
 namespace {
+
+using namespace enginetest;
 
 #define SKIP_WITHOUT_GPU() \
     if (!gpu_available()) GTEST_SKIP() << "no CUDA device"
@@ -38,36 +40,6 @@ Engine engine(const CausalLM& m, int slots, int64_t chunk) {
     return std::move(e.value());
 }
 
-SequenceParams params(int64_t len, int64_t max_tokens, int64_t vocab, int salt, float temp) {
-    SequenceParams p;
-    for (int64_t i = 0; i < len; ++i) p.prompt.push_back(int32_t((i * 131 + 17 + salt * 53) % vocab));
-    p.max_tokens = max_tokens;
-    p.sampling.temperature = temp;
-    p.sampling.top_k = temp > 0 ? 20 : 0;
-    p.sampling.repetition_penalty = temp > 0 ? 1.1f : 1.f;
-    p.sampling.seed = 100 + uint64_t(salt);
-    return p;
-}
-
-// Adds `todo` as slots free up; steps until all have ended; each sequence's tokens.
-std::vector<std::vector<int32_t>> run(Engine& e, const std::vector<SequenceParams>& todo) {
-    std::map<SequenceId, size_t> which;
-    std::vector<std::vector<int32_t>> out(todo.size());
-    size_t next = 0;
-    while (next < todo.size() || e.running() > 0) {
-        for (; next < todo.size() && e.free_slots() > 0; ++next) {
-            auto id = e.add(todo[next]);
-            EMBER_CHECK(id.is_ok(), "%s", id.message().c_str());
-            which[*id] = next;
-        }
-        for (const StepEvent& ev : e.step()) {
-            if (ev.has_token) out[which.at(ev.id)].push_back(ev.token.id);
-            EXPECT_NE(ev.end, SequenceEnd::FAILED) << ev.error;
-        }
-    }
-    return out;
-}
-
 TEST(EngineCuda, TogetherEqualsAloneWithDeviceSampling) {
     SKIP_WITHOUT_GPU();
     for (const char* f : kModels) {
@@ -76,14 +48,12 @@ TEST(EngineCuda, TogetherEqualsAloneWithDeviceSampling) {
         const int64_t V = m->info().vocab_size;
         for (float temp : {0.f, 0.9f}) {
             SCOPED_TRACE(temp);
-            const int64_t lens[] = {1, 3, 17, 40, 9}, toks[] = {12, 5, 9, 12, 1};
-            std::vector<SequenceParams> todo;
-            for (int i = 0; i < 5; ++i) todo.push_back(params(lens[i], toks[i], V, i, temp));
+            const auto todo = mixed(V, temp, /*logits=*/false);  // rows selected on the device
             Engine together = engine(*m, 3, 8);
             const auto all = run(together, todo);
             for (size_t i = 0; i < todo.size(); ++i) {
                 Engine solo = engine(*m, 1, 8);
-                EXPECT_EQ(all[i], run(solo, {todo[i]}).at(0)) << i;
+                EXPECT_EQ(all[i].tokens, run(solo, {todo[i]}).at(0).tokens) << i;
             }
         }
     }
@@ -96,28 +66,21 @@ TEST(EngineCuda, SaveRestoreContinuesTheDeviceStream) {
         auto m = gpu_model(f);
         TempDir dir;
         const std::string path = (dir.path() / "seq.session").string();
-        const SequenceParams whole = params(11, 14, m->info().vocab_size, 3, 0.9f);
+        const SequenceParams whole = params(prompt(11, m->info().vocab_size, 3), 14, 0.9f, 7, /*logits=*/false);
         Engine e0 = engine(*m, 2, 4);
-        const std::vector<int32_t> ref = run(e0, {whole}).at(0);
+        const std::vector<int32_t> ref = run(e0, {whole}).at(0).tokens;
         ASSERT_EQ(ref.size(), 14u);
         Engine e1 = engine(*m, 2, 4);
         SequenceParams head = whole;
         head.max_tokens = 5;
-        head.keep = true;
-        auto id = e1.add(head);
-        ASSERT_TRUE(id.is_ok());
-        while (e1.running() > 0) e1.step();
-        ASSERT_TRUE(e1.save(*id, path).is_ok());
+        const SequenceId id = run_kept(e1, head);
+        ASSERT_NE(id, 0);
+        ASSERT_TRUE(e1.save(id, path).is_ok());
         SequenceParams tail = whole;
         tail.prompt.clear();
         tail.max_tokens = 9;
         Engine e2 = engine(*m, 1, 4);
-        ASSERT_TRUE(e2.restore(path, tail).is_ok());
-        std::vector<int32_t> got;
-        while (e2.running() > 0)
-            for (const StepEvent& ev : e2.step())
-                if (ev.has_token) got.push_back(ev.token.id);
-        EXPECT_EQ(got, std::vector<int32_t>(ref.begin() + 5, ref.end()));
+        EXPECT_EQ(run_restored(e2, path, tail).tokens, std::vector<int32_t>(ref.begin() + 5, ref.end()));
     }
 }
 
