@@ -92,7 +92,7 @@ cat "$OUT/bench.md"
 fi
 # 3a. the batched engine: its GPU tests, then aggregate decode at 1..64 streams beside the single-sequence decode
 if has batch; then
-  timeout 300 build-gpu/test_cuda --gtest_filter='BatchCuda.*:BatchSampleCuda.*:AttentionRowsCuda.*:GdnCuda.Rows*:SamplingCuda.ArgmaxRows*:SamplingRowsCuda.*:PrefixCacheCuda.*' \
+  timeout 300 build-gpu/test_cuda --gtest_filter='BatchCuda.*:BatchSampleCuda.*:AttentionRowsCuda.*:GdnCuda.Rows*:SamplingCuda.ArgmaxRows*:SamplingRowsCuda.*:PrefixCacheCuda.*:EngineCuda.*' \
     > "$OUT/test_batch.log" 2>&1
   row "test_cuda batch" "rc=$?, $(grep -E '^\[  (PASSED|FAILED) ' "$OUT/test_batch.log" | tr '\n' ' ')"
   grep -E "FAILED|Failure|worst" "$OUT/test_batch.log" | head -40

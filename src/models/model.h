@@ -126,6 +126,13 @@ public:
     virtual Expected<std::vector<StateTensor>> batch_export_slot(BatchState& b, int64_t slot, int64_t from) const;
     virtual Status batch_import_slot(BatchState& b, int64_t slot, int64_t pos,
                                      const std::vector<StateTensor>& tensors) const;
+    // A slot's random stream of batch_decode_sample (saved sequences of the engine, runtime/engine_save.cpp): the
+    // seed it started from and its counter now; false: none (no batch sampler, or not started since the slot's
+    // reset or import). set: the slot's next sampled step with this seed continues that stream.
+    virtual bool batch_slot_rng(BatchState& b, int64_t slot, uint64_t* seed, uint64_t* counter) const { return false; }
+    virtual Status batch_set_slot_rng(BatchState& b, int64_t slot, uint64_t seed, uint64_t counter) const {
+        return Status::ok();
+    }
     // What the last batched step cost (CUDA: kernels of its graph, GPU µs); the generic form leaves it empty.
     virtual StepStats last_batch_stats(const BatchState& b) const { return {}; }
     // Diagnostic (`ember bench --batch --profile`): a table of where one greedy step of these rows spends its

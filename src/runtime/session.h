@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "ember/constraint.h"  // TokenConstraint (generate()'s structured output)
 #include "models/model.h"
 #include "ops/sampling/sampling.h"
 
@@ -28,19 +29,6 @@ struct TraceStep {
     int32_t token = 0;   // the token this step selected
     StepStats step;
     double wall_us = 0;  // host wall time of the step (launch + wait + bookkeeping)
-};
-
-// A constraint on the generated tokens (structured output: a grammar matcher). generate() asks it for the mask
-// of each selection (ops/sampling/token_mask.h layout), reports each chosen token, and stops when it is done.
-class TokenConstraint {
-public:
-    virtual ~TokenConstraint() = default;
-    virtual void fill_mask(uint32_t* words) = 0;  // ceil(vocab / 32) words
-    virtual Status accept(int32_t token) = 0;     // an error ends generation with that error
-    virtual bool done() const = 0;                // nothing more may follow (e.g. end of sequence accepted)
-    // Tokens generate() may still select, this selection included (called before each fill_mask), so that a
-    // constraint can steer towards an end in time.
-    virtual void set_remaining(int64_t tokens) {}
 };
 
 class Session {

@@ -1,13 +1,11 @@
 // queue.h: the engine queue — the only place in the server with threads, mutexes and condition variables.
 //
-// One worker thread owns the model and one batch pool of max_seqs slots (CausalLM::new_batch). Requests are
-// submitted as jobs (prompt ids, sampling, limits); at most max_seqs of them are active at once, each in a slot.
-// Each round of the worker runs a prefill chunk of every job still in its prompt, then one batched decode step of
-// all the others (CUDA: one graph launch; each row sampled with its own parameters and seed — on the device when
-// the model has a batch sampler and the job needs neither logprobs nor a grammar mask, else on the host from the
-// row's logits). So up to max_seqs replies stream at the same time; later jobs wait in a FIFO of at most
+// One worker thread owns the engine (ember::Engine, include/ember/engine.h: one batch pool of max_seqs slots of the
+// model) and drives it: requests are submitted as jobs (the engine's SequenceParams); at most max_seqs of them are
+// active at once, each a sequence of the engine, and each engine step (a prefill chunk of every job still in its
+// prompt, one batched decode step of the others) streams their tokens. Later jobs wait in a FIFO of at most
 // max_queued (beyond it submit() refuses: the server answers 503 + Retry-After). A job's consumer reads its tokens
-// with Job::wait() and may cancel() it at any time; the worker checks between rounds and frees the slot then.
+// with Job::wait() and may cancel() it at any time; the worker checks between steps and frees the slot then.
 #pragma once
 #include <chrono>
 #include <condition_variable>
@@ -20,34 +18,17 @@
 #include <thread>
 #include <vector>
 
+#include "ember/engine.h"
 #include "models/model.h"
 #include "ops/sampling/sampling.h"
-#include "runtime/prefix_cache.h"
 #include "runtime/session.h"
 #include "server/metrics.h"
 
 namespace ember::server {
 
-struct JobSpec {
-    std::vector<int32_t> prompt;   // token ids, each in [0, vocab)
-    int64_t max_tokens = 16;       // ≥ 1
-    SamplingParams sampling;
-    std::vector<int32_t> stop_ids;  // end-of-sequence ids: generation stops there (the id is not emitted)
-    int top_logprobs = -1;          // −1: none (device sampling allowed); ≥ 0: logprobs from the host logits
-    // Structured output (a grammar matcher): every token is sampled under its mask (on a device sampler the mask is
-    // filled while the forward pass runs); the job ends when it is done(). Used by the worker only while the job
-    // runs.
-    std::shared_ptr<TokenConstraint> constraint;
-};
-
-struct GeneratedToken {
-    int32_t id = 0;
-    float logprob = 0;                            // when JobSpec::top_logprobs ≥ 0
-    std::vector<std::pair<int32_t, float>> top;   // the top_logprobs most likely (id, logprob), most likely first
-};
-
-// EOS: an end-of-sequence token (not emitted); COMPLETE: the constraint allows nothing more after the last token.
-enum class JobEnd { RUNNING, EOS, COMPLETE, LENGTH, CANCELLED, FAILED };
+// A job is one sequence of the engine (include/ember/engine.h): its parameters, tokens and ends are the engine's.
+using JobSpec = SequenceParams;
+using JobEnd = SequenceEnd;
 
 struct JobUpdate {
     std::vector<GeneratedToken> tokens;  // new since the last wait()
@@ -66,7 +47,7 @@ public:
 
 private:
     friend class EngineQueue;
-    void publish(const GeneratedToken* t, JobEnd end, std::string error = "");
+    void publish(const GeneratedToken* t, JobEnd end, std::string error = "", int64_t cached_tokens = -1);
 
     mutable std::mutex mu_;
     std::condition_variable cv_;
@@ -100,21 +81,22 @@ public:
     int active() const;
     int queued() const;
 
-    // Whether the batch pool could be made (CausalLM::new_batch(max_seqs)); if not, every job fails with this.
+    // Whether the engine could be made (its pool of max_seqs slots); if not, every job fails with this.
     const Status& ready() const { return ready_; }
 
 private:
-    struct Seq;
-    void run();                                   // the worker
-    void timed(const std::function<void()>& f);   // one model call, counted in the metrics
-    void fail(Seq& s, const std::string& why);
-    void prefill_chunk(Seq& s);                   // the next chunk of s's prompt (the last one samples a token)
-    void decode_step(const std::vector<Seq*>& rows);  // one batched step: a token for each of these sequences
-    void sample(Seq& s, const float* logits);     // a host selection (masked by the constraint)
-    void emit(Seq& s, const float* logits, int32_t id);
-    void checkpoint(Seq& s, const int32_t* tokens);  // offers the slot's state to the prefix cache
+    struct Active {  // a job the engine runs
+        std::shared_ptr<Job> job;
+        SequenceId id = 0;
+        int64_t selected = 0;  // tokens selected so far (a stop id too)
+        bool over = false;     // ended or cancelled: forgotten after this round (a late FAILED still reaches it)
+        std::chrono::steady_clock::time_point last_token;
+    };
+    void run();                                    // the worker
+    void admit();                                  // waiting jobs into free slots (mu_ held)
+    void on_event(const StepEvent& e);             // a step's news for one job
+    void update_metrics();
 
-    const CausalLM& model_;
     QueueOptions opt_;
     Metrics& metrics_;
     mutable std::mutex mu_;
@@ -124,10 +106,9 @@ private:
     std::vector<std::shared_ptr<Job>> running_;  // jobs the worker holds (for shutdown's cancel)
     bool closed_ = false, stop_ = false;
     int active_ = 0;
-    std::unique_ptr<BatchState> batch_;  // the sequences' states: slot i of the pool per active job
-    std::unique_ptr<PrefixCache> cache_;  // null when off (worker only)
+    std::unique_ptr<Engine> engine_;  // null when it could not be made (ready_ says why); worker only after that
+    std::vector<Active> active_jobs_;  // the engine's sequences (worker only)
     Status ready_ = Status::ok();
-    std::vector<float> logits_;          // the host rows' logits of a step [rows, vocab] (worker only)
     std::thread worker_;
 };
 

@@ -9,7 +9,6 @@
 #include <type_traits>
 
 #include "ops/sampling/token_mask.h"
-#include "server/logprobs.h"
 #include "server/queue.h"
 
 namespace ember::server {
@@ -134,19 +133,6 @@ TEST(EngineQueue, LogprobsAreTheLogSoftmax) {
         for (size_t k = 1; k < t.top.size(); ++k) EXPECT_LE(t.top[k].second, t.top[k - 1].second);
         prev = t.id;
     }
-}
-
-TEST(Logprobs, TopKMatchesAFullSort) {
-    std::vector<float> l = {0.5f, 2.f, 2.f, -1.f, 3.f, 0.5f};
-    auto [lp, top] = token_logprobs(l.data(), 6, 3, 4);
-    double z = 0;
-    for (float x : l) z += std::exp(double(x));
-    EXPECT_NEAR(lp, -1.0 - std::log(z), 1e-6);
-    ASSERT_EQ(top.size(), 4u);
-    EXPECT_EQ(top[0].first, 4);
-    EXPECT_EQ(top[1].first, 1);  // ties → lower id first
-    EXPECT_EQ(top[2].first, 2);
-    EXPECT_EQ(top[3].first, 0);
 }
 
 TEST(EngineQueue, InterleavedSequencesEqualSoloRuns) {

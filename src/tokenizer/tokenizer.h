@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "ember/chat.h"  // ChatMessage (apply_chatml; the library API too)
 
 namespace ember {
 
@@ -79,9 +80,6 @@ private:
 
 // ChatML (Qwen) prompt: "<|im_start|>{role}\n{content}<|im_end|>\n" per message, then "<|im_start|>assistant\n"
 // when add_generation_prompt; if enable_thinking is false, "<think>\n\n</think>\n\n" follows that.
-struct ChatMessage {
-    std::string role, content;
-};
 std::string apply_chatml(const std::vector<ChatMessage>& msgs, bool add_generation_prompt, bool enable_thinking);
 
 }  // namespace ember

@@ -176,4 +176,33 @@ Status CudaCausalLM::batch_decode_sample(BatchState& b, const int32_t* slots, co
     return Status::ok();
 }
 
+// A slot's stream (the engine's saved sequences): the counter rng[slot] and the seed it started from; set mirrors
+// set_device_rng (cuda_state_io.cpp): stage_row re-seeds only when the seed changes, so a step with this seed
+// continues the stream.
+bool CudaCausalLM::batch_slot_rng(BatchState& b, int64_t slot, uint64_t* seed, uint64_t* counter) const {
+    auto* cb = dynamic_cast<CudaBatch*>(&b);
+    if (!cb || slot < 0 || slot >= b.slots() || !cb->sampler.ready || !cb->smp[size_t(slot)].seeded) return false;
+    CUDA_CHECK(cudaStreamSynchronize(cb->s.stream));
+    CUDA_CHECK(cudaMemcpy(counter, cb->sampler.rng.as<uint64_t>() + slot, sizeof(uint64_t), cudaMemcpyDeviceToHost));
+    *seed = cb->smp[size_t(slot)].params.seed;
+    return true;
+}
+
+Status CudaCausalLM::batch_set_slot_rng(BatchState& b, int64_t slot, uint64_t seed, uint64_t counter) const {
+    EMBER_ASSIGN(CudaBatch * cb, as_batch(b));
+    EMBER_REQUIRE(slot >= 0 && slot < b.slots(), "batch: slot %lld is outside the pool of %lld", (long long)slot,
+                  (long long)b.slots());
+    if (!cb->s.ready) EMBER_TRY(allocate(cb->s));
+    EMBER_TRY(ensure_sampler(*cb, info_.vocab_size, false));
+    // On the sampler's stream, after its buffers were zeroed there (pageable source: copied before the call returns).
+    CUDA_CHECK(cudaMemcpyAsync(cb->sampler.rng.as<uint64_t>() + slot, &counter, sizeof(uint64_t),
+                               cudaMemcpyHostToDevice, cb->s.stream));
+    CUDA_CHECK(cudaStreamSynchronize(cb->s.stream));
+    SlotSampling& m = cb->smp[size_t(slot)];
+    m = SlotSampling{};
+    m.seeded = true;
+    m.params.seed = seed;
+    return Status::ok();
+}
+
 }  // namespace ember::cuda

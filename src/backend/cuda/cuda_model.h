@@ -143,6 +143,8 @@ public:
     Expected<std::vector<StateTensor>> batch_export_slot(BatchState& b, int64_t slot, int64_t from) const override;
     Status batch_import_slot(BatchState& b, int64_t slot, int64_t pos,
                              const std::vector<StateTensor>& tensors) const override;
+    bool batch_slot_rng(BatchState& b, int64_t slot, uint64_t* seed, uint64_t* counter) const override;
+    Status batch_set_slot_rng(BatchState& b, int64_t slot, uint64_t seed, uint64_t counter) const override;
     bool device_rng(const ModelState& state, uint64_t* seed, uint64_t* counter) const override;
     Status set_device_rng(ModelState& state, uint64_t seed, uint64_t counter) const override;
 

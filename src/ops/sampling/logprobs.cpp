@@ -1,10 +1,10 @@
 // logprobs.cpp: log-softmax of one logit row and its top entries.
-#include "server/logprobs.h"
+#include "ops/sampling/logprobs.h"
 
 #include <algorithm>
 #include <cmath>
 
-namespace ember::server {
+namespace ember {
 
 std::pair<float, std::vector<std::pair<int32_t, float>>> token_logprobs(const float* logits, int64_t vocab, int32_t id,
                                                                         int top) {
@@ -36,4 +36,4 @@ std::pair<float, std::vector<std::pair<int32_t, float>>> token_logprobs(const fl
     return {float(double(logits[id]) - lse), best};
 }
 
-}  // namespace ember::server
+}  // namespace ember

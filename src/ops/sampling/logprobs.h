@@ -5,10 +5,10 @@
 #include <utility>
 #include <vector>
 
-namespace ember::server {
+namespace ember {
 
 // logits [vocab] (finite): log p(id) and the `top` most likely (id, log p), most likely first (ties → lower id).
 std::pair<float, std::vector<std::pair<int32_t, float>>> token_logprobs(const float* logits, int64_t vocab, int32_t id,
                                                                         int top);
 
-}  // namespace ember::server
+}  // namespace ember

@@ -1,0 +1,88 @@
+// ember::Engine on the GPU (runtime/engine*.cpp over CudaCausalLM's batch pool, rows selected by the device sampler):
+// sequences stepped together — ragged prompts in chunks, joining as slots free — give the tokens each gives alone
+// (greedy, and seeded sampling with penalties), and a saved sequence continues after restore exactly as the
+// uninterrupted run, its slot's device RNG stream included (batch_slot_rng / batch_set_slot_rng). The CPU form:
+// src/api/engine_test.cpp. Skips without a GPU.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "backend/cuda/cuda_model.h"
+#include "backend/cuda/device.h"
+#include "core/check.h"
+#include "core/temp_dir.h"
+#include "runtime/engine_impl.h"
+#include "runtime/engine_test_util.h"
+
+namespace ember::cuda {
+namespace {
+
+using namespace enginetest;
+
+#define SKIP_WITHOUT_GPU() \
+    if (!gpu_available()) GTEST_SKIP() << "no CUDA device"
+
+const char* const kModels[] = {"gguf_models/qwen35_flat_gqa3_dkdv/model-q8_0.gguf",
+                               "gguf_models/llama_gqa_untied/model-q8_0.gguf"};
+
+std::unique_ptr<CausalLM> gpu_model(const std::string& rel) {
+    auto cpu = load_model(std::string(EMBER_SOURCE_DIR) + "/tests/fixtures/" + rel);
+    EMBER_CHECK(cpu.is_ok(), "%s", cpu.message().c_str());
+    auto m = make_cuda_model(std::move(cpu.value()), CudaOptions{});
+    EMBER_CHECK(m.is_ok(), "%s", m.message().c_str());
+    return std::move(m.value());
+}
+
+Engine engine(const CausalLM& m, int slots, int64_t chunk) {
+    auto e = make_engine(m, EngineOptions{slots, chunk, 0});
+    EMBER_CHECK(e.is_ok(), "%s", e.message().c_str());
+    return std::move(e.value());
+}
+
+TEST(EngineCuda, TogetherEqualsAloneWithDeviceSampling) {
+    SKIP_WITHOUT_GPU();
+    for (const char* f : kModels) {
+        SCOPED_TRACE(f);
+        auto m = gpu_model(f);
+        const int64_t V = m->info().vocab_size;
+        for (float temp : {0.f, 0.9f}) {
+            SCOPED_TRACE(temp);
+            const auto todo = mixed(V, temp, /*logits=*/false);  // rows selected on the device
+            Engine together = engine(*m, 3, 8);
+            const auto all = run(together, todo);
+            for (size_t i = 0; i < todo.size(); ++i) {
+                Engine solo = engine(*m, 1, 8);
+                EXPECT_EQ(all[i].tokens, run(solo, {todo[i]}).at(0).tokens) << i;
+            }
+        }
+    }
+}
+
+TEST(EngineCuda, SaveRestoreContinuesTheDeviceStream) {
+    SKIP_WITHOUT_GPU();
+    for (const char* f : kModels) {
+        SCOPED_TRACE(f);
+        auto m = gpu_model(f);
+        TempDir dir;
+        const std::string path = (dir.path() / "seq.session").string();
+        const SequenceParams whole = params(prompt(11, m->info().vocab_size, 3), 14, 0.9f, 7, /*logits=*/false);
+        Engine e0 = engine(*m, 2, 4);
+        const std::vector<int32_t> ref = run(e0, {whole}).at(0).tokens;
+        ASSERT_EQ(ref.size(), 14u);
+        Engine e1 = engine(*m, 2, 4);
+        SequenceParams head = whole;
+        head.max_tokens = 5;
+        const SequenceId id = run_kept(e1, head);
+        ASSERT_NE(id, 0);
+        ASSERT_TRUE(e1.save(id, path).is_ok());
+        SequenceParams tail = whole;
+        tail.prompt.clear();
+        tail.max_tokens = 9;
+        Engine e2 = engine(*m, 1, 4);
+        EXPECT_EQ(run_restored(e2, path, tail).tokens, std::vector<int32_t>(ref.begin() + 5, ref.end()));
+    }
+}
+
+}  // namespace
+}  // namespace ember::cuda
