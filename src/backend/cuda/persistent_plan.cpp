@@ -282,6 +282,11 @@ void pd_finalize(PdProgram& p, const int32_t* pos_dev) {
             return e ? std::atoi(e) : 0;
         }();
         L.backoff_ns = backoff;
+        static const int debug = [] {
+            const char* e = std::getenv("EMBER_PD_DEBUG");
+            return e ? std::atoi(e) : 0;
+        }();
+        L.debug = debug;
         g.smem = pd::pd_smem_plan(max_k, scale_bytes, L);
     }
 }

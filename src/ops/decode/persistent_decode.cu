@@ -41,7 +41,7 @@ __global__ void __launch_bounds__(kThreads, 1) pd_kernel(const __grid_constant__
     uint32_t it = 0;  // ring slots used so far (producer and consumers walk the same sequence)
     if (warp == kConsumerWarps) {
         for (int p = L.first; p < L.first + L.count; ++p)
-            if (L.phases[p].kind == PD_GEMV) produce_gemv(L.phases[p].gemv, S, it, lane, blk, grid);
+            if (L.phases[p].kind == PD_GEMV) produce_gemv(L.phases[p].gemv, S, it, lane, blk, grid, (L.debug & 2) == 0, (L.debug & 4) != 0);
     } else {
         for (int p = L.first; p < L.first + L.count; ++p) {
             const PdPhase& ph = L.phases[p];
@@ -49,7 +49,7 @@ __global__ void __launch_bounds__(kThreads, 1) pd_kernel(const __grid_constant__
             if (tr) tr[0] = globaltimer(), tr[3] = 0;
             const Waiter W{p > L.first ? L.flags + p - 1 : nullptr, target, tr, S.pend, L.backoff_ns};
             switch (ph.kind) {
-                case PD_GEMV: consume_gemv(ph.gemv, S, it, tid, blk, grid, W); break;
+                case PD_GEMV: consume_gemv(ph.gemv, S, it, tid, blk, grid, W, L.debug); break;
                 case PD_GDN: consume_gdn(ph.gdn, S, tid, blk, grid, W); break;
                 case PD_ATTN: consume_attn(ph.attn, S, L.pos_dev, tid, blk, grid, W); break;
                 default: consume_combine(ph.attn, S, L.pos_dev, tid, blk, grid, W); break;

@@ -89,6 +89,9 @@ struct PdLaunch {
     // consumer thread 0 spent waiting for ring slots in the phase.
     uint64_t* trace;
     int32_t backoff_ns;  // pause between two polls of a phase counter (0: spin)
+    int32_t debug;       // experiments (EMBER_PD_DEBUG): bit 0 GEMV consumers skip the products (wrong results, for
+                         // timing the weight stream alone); bit 1 per-row slot copies only; bit 2 per-row slots by
+                         // cp.async pieces instead of 1-D bulk copies
 };
 
 // What each phase kind accepts (checked when a decode plan is built; anything else runs as ordinary kernels).

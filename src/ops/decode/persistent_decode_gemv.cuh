@@ -38,33 +38,76 @@ __device__ __forceinline__ float scale_at(const uint8_t* p, int st) {
     return *reinterpret_cast<const float*>(p);
 }
 
+// The slot layout of a GEMV phase: codes of row r at r·RS, its scales at 16·RS + r·SBR, its biases at 16·RS +
+// 16·SBR + r·SBR. When the whole K fits one slot (and a row's scales are a 16-byte multiple), a tile's 16 rows are
+// contiguous in memory, so the slot is three 1-D bulk copies with RS = K/2, SBR = (K/gs)·es (two-way bank
+// conflicts on the code reads); otherwise each row is its own copy of ≤ kc columns and RS ≡ 64 (mod 128) bytes
+// keeps the reads conflict-free. contiguous = false forces the per-row form (EMBER_PD_DEBUG bit 1).
+struct SlotLayout {
+    int RS, SBR;
+    bool contig;
+};
+__device__ __forceinline__ SlotLayout slot_layout(const PdGemv& op, int kc, bool allow_contig) {
+    const int es = scale_es(op.st), rsb = (op.K / op.gs) * es;
+    const bool contig = allow_contig && op.K <= kc && rsb % 16 == 0 &&
+                        ((reinterpret_cast<uintptr_t>(op.scales) | reinterpret_cast<uintptr_t>(op.biases)) & 15u) == 0;
+    return contig ? SlotLayout{op.K / 2, rsb, true} : SlotLayout{row_stride(kc), scale_row_bytes(kc, op.gs, op.st), false};
+}
+
 // ---- producer -----------------------------------------------------------------------------------------------
 __device__ __forceinline__ void produce_gemv(const PdGemv op, const Smem& S, uint32_t& it, int lane, int blk,
-                                             int grid) {
+                                             int grid, bool allow_contig, bool use_cp_async) {
     const int rows = op.rows, K = op.K, gs = op.gs, kc = S.kc, es = scale_es(op.st);
-    const int RS = row_stride(kc), SBR = scale_row_bytes(kc, gs, op.st);
+    const SlotLayout SL = slot_layout(op, kc, allow_contig);
+    const int RS = SL.RS, SBR = SL.SBR;
     const int ngroups = K / gs, nch = (K + kc - 1) / kc;
+    const unsigned nslots = unsigned(S.nslots);
     const int64_t tiles = (rows + 15) / 16;
     int64_t t0, t1;
     task_range(tiles, grid, blk, t0, t1);
     for (int64_t tile = t0; tile < t1; ++tile) {
         const int row0 = int(tile * 16), nvalid = min(16, rows - row0);
         for (int ch = 0; ch < nch; ++ch) {
-            const int slot = int(it % unsigned(S.nslots));
-            if (it >= unsigned(S.nslots)) mbar_wait(&S.empty[slot], ((it / unsigned(S.nslots)) - 1u) & 1u);
+            const int slot = int(it % nslots);
+            if (it >= nslots) mbar_wait(&S.empty[slot], ((it / nslots) - 1u) & 1u);
             uint8_t* base = S.ring + size_t(slot) * S.slot_bytes;
             const int width = min(kc, K - ch * kc), cb = width / 2, gch = width / gs, sbytes = gch * es;
             const int64_t goff = int64_t(row0) * ngroups + int64_t(ch) * (kc / gs);
             const uint8_t* sc = static_cast<const uint8_t*>(op.scales) + goff * es;
             const uint8_t* bi = static_cast<const uint8_t*>(op.biases) + goff * es;
+            const uint8_t* wsrc = op.w + int64_t(row0) * (K / 2) + int64_t(ch) * (kc / 2);
+            if (SL.contig) {  // three copies: the tile's code rows, scale rows, bias rows (each contiguous)
+                if (lane == 0) mbar_arrive_expect_tx(&S.full[slot], unsigned(nvalid) * unsigned(cb + 2 * sbytes));
+                __syncwarp();
+                if (lane == 0) bulk_copy(base, wsrc, unsigned(nvalid * cb), &S.full[slot]);
+                if (lane == 1) bulk_copy(base + 16 * RS, sc, unsigned(nvalid * sbytes), &S.full[slot]);
+                if (lane == 2) bulk_copy(base + 16 * RS + 16 * SBR, bi, unsigned(nvalid * sbytes), &S.full[slot]);
+                if (lane != 0) mbar_arrive(&S.full[slot]);
+                ++it;
+                continue;
+            }
+            if (use_cp_async) {  // every lane copies 16-byte pieces of the code rows and 4-byte ones of the scales
+                const int pr = cb / 16, npc = nvalid * pr, sw = sbytes / 4;
+                for (int i = lane; i < npc; i += 32) {
+                    const int r = i / pr, o = (i % pr) * 16;
+                    cp_async16(base + r * RS + o, wsrc + int64_t(r) * (K / 2) + o);
+                }
+                for (int i = lane; i < nvalid * sw; i += 32) {
+                    const int r = i / sw, o = (i % sw) * 4;
+                    cp_async4(base + 16 * RS + r * SBR + o, sc + int64_t(r) * ngroups * es + o);
+                    cp_async4(base + 16 * RS + 16 * SBR + r * SBR + o, bi + int64_t(r) * ngroups * es + o);
+                }
+                cp_async_arrive(&S.full[slot]);  // (noinc: this lane's one expected arrival)
+                ++it;
+                continue;
+            }
             const bool bulk_sb = ((reinterpret_cast<uintptr_t>(sc) | reinterpret_cast<uintptr_t>(bi)) & 15u) == 0 &&
                                  (ngroups * es) % 16 == 0 && sbytes % 16 == 0;
             const unsigned tx = unsigned(nvalid) * unsigned(cb) + (bulk_sb ? 2u * unsigned(nvalid * sbytes) : 0u);
             if (lane == 0) mbar_arrive_expect_tx(&S.full[slot], tx);
             __syncwarp();
             if (lane < nvalid) {
-                bulk_copy(base + lane * RS, op.w + int64_t(row0 + lane) * (K / 2) + int64_t(ch) * (kc / 2), unsigned(cb),
-                          &S.full[slot]);
+                bulk_copy(base + lane * RS, wsrc + int64_t(lane) * (K / 2), unsigned(cb), &S.full[slot]);
             } else if (lane >= 16 && lane - 16 < nvalid) {
                 const int r = lane - 16;
                 uint8_t* ds = base + 16 * RS + r * SBR;
@@ -182,10 +225,11 @@ __device__ __forceinline__ void stage_x(const PdGemv& op, const Smem& S, int tid
 struct GemvGeo {
     int K, gs, st, es, kc, RS, SBR, nseg, gps, ngroups;
 };
-__device__ __forceinline__ GemvGeo gemv_geo(const PdGemv& op, int kc) {
+__device__ __forceinline__ GemvGeo gemv_geo(const PdGemv& op, int kc, bool allow_contig) {
     GemvGeo g;
     g.K = op.K, g.gs = op.gs, g.st = op.st, g.es = scale_es(op.st), g.kc = kc;
-    g.RS = row_stride(kc), g.SBR = scale_row_bytes(kc, op.gs, op.st);
+    const SlotLayout SL = slot_layout(op, kc, allow_contig);
+    g.RS = SL.RS, g.SBR = SL.SBR;
     g.nseg = (op.K + 127) / 128, g.gps = 128 / op.gs, g.ngroups = op.K / op.gs;
     return g;
 }
@@ -252,11 +296,12 @@ __device__ __forceinline__ void gemv_segments(const GemvGeo& G, const Smem& S, c
 }
 
 __device__ __forceinline__ void consume_gemv(const PdGemv op, const Smem& S, uint32_t& it, int tid, int blk,
-                                             int grid, const Waiter& W) {
+                                             int grid, const Waiter& W, int debug) {
     stage_x(op, S, tid, W);
-    uint64_t* slot_wait_ns = W.tr ? W.tr + 3 : nullptr;
+    const bool timed = W.tr != nullptr;  // trace: ring waits of thread 0, summed in a register, stored at the end
+    uint64_t ring_ns = 0;
     const int warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
-    const GemvGeo G = gemv_geo(op, S.kc);
+    const GemvGeo G = gemv_geo(op, S.kc, (debug & 2) == 0);
     const int K = G.K, kc = G.kc, nch = (K + kc - 1) / kc, rows = op.rows, accum = op.accum;
     float* const y = op.y;
     const unsigned nslots = unsigned(S.nslots);
@@ -268,11 +313,11 @@ __device__ __forceinline__ void consume_gemv(const PdGemv op, const Smem& S, uin
         float acc0 = 0.f, acc1 = 0.f;
         for (int ch = 0; ch < nch; ++ch) {
             const int slot = int(it % nslots);
-            const uint64_t w0 = slot_wait_ns && tid == 0 ? globaltimer() : 0;
+            const uint64_t w0 = timed ? globaltimer() : 0;
             mbar_wait(&S.full[slot], (it / nslots) & 1u);
-            if (slot_wait_ns && tid == 0) *slot_wait_ns += globaltimer() - w0;
+            if (timed) ring_ns += globaltimer() - w0;
             const int width = min(kc, K - ch * kc), nsc = (width + 127) / 128;  // ≤ 16 segments: ≤ 2 per warp
-            if (warp < nsc) gemv_segments(G, S, S.ring + size_t(slot) * S.slot_bytes, ch, warp, nsc, lane, acc0, acc1);
+            if (warp < nsc && !(debug & 1)) gemv_segments(G, S, S.ring + size_t(slot) * S.slot_bytes, ch, warp, nsc, lane, acc0, acc1);
             __syncwarp();
             if (lane == 0) mbar_arrive(&S.empty[slot]);
             ++it;
@@ -296,6 +341,7 @@ __device__ __forceinline__ void consume_gemv(const PdGemv op, const Smem& S, uin
         }
         par ^= 1;
     }
+    if (timed) W.tr[3] = ring_ns;
 }
 
 }  // namespace ember::cuda::pd::dev

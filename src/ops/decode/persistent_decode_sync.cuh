@@ -97,6 +97,18 @@ __device__ __forceinline__ uint64_t globaltimer() {
     return t;
 }
 
+// 16 / 4 bytes from global to shared (cp.async, L1 bypassed for 16), and an arrive on bar once every cp.async
+// this thread issued before has landed (the arrive counts as one of the barrier's expected arrivals).
+__device__ __forceinline__ void cp_async16(void* dst, const void* src) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(su32(dst)), "l"(src) : "memory");
+}
+__device__ __forceinline__ void cp_async4(void* dst, const void* src) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(su32(dst)), "l"(src) : "memory");
+}
+__device__ __forceinline__ void cp_async_arrive(uint64_t* bar) {
+    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(su32(bar)) : "memory");
+}
+
 // The consumer warps' barrier (the producer warp never joins it).
 __device__ __forceinline__ void consumer_sync() { asm volatile("bar.sync 1, %0;\n" ::"n"(kConsumers) : "memory"); }
 
