@@ -9,6 +9,7 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/pdl.cuh"
+#include "backend/cuda/warp_reduce.cuh"
 #include "core/check.h"
 #include "ops/rope/rope.h"
 
@@ -32,16 +33,6 @@ struct RopeFreq {
     int has_factor;
 };
 
-__device__ __forceinline__ float warp_sum(float v) {
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
-}
-__device__ __forceinline__ float warp_max(float v) {
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-    return v;
-}
 
 // Block-wide sum / max for a block of NT threads (NT a multiple of 32); every thread gets the result.
 template <int NT, bool kMax>

@@ -7,6 +7,7 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "core/check.h"
+#include "ops/linear/linear_cuda.h"
 #include "ops/decode/persistent_decode_attn.cuh"
 #include "ops/decode/persistent_decode_gdn.cuh"
 #include "ops/decode/persistent_decode_gemv.cuh"
@@ -99,15 +100,7 @@ bool pd_attention_supported(int64_t H, int64_t G, int64_t D, int64_t rot_dim) {
 
 int pd_attention_max_splits(int64_t /*G*/) { return kMaxSplits; }
 
-int pd_grid() {
-    static const int n = [] {
-        int dev = 0, v = 0;
-        CUDA_CHECK(cudaGetDevice(&dev));
-        CUDA_CHECK(cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev));
-        return v;
-    }();
-    return n;
-}
+int pd_grid() { return ember::cuda::detail::sm_count(); }  // one block per SM
 
 size_t pd_smem_plan(int64_t max_k, int scale_bytes, PdLaunch& L) {
     const int kc = int(std::min<int64_t>(2048, (std::max<int64_t>(max_k, 128) + 127) / 128 * 128));

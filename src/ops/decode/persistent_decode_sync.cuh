@@ -6,6 +6,7 @@
 
 #include <cstdint>
 
+#include "backend/cuda/warp_reduce.cuh"
 #include "ops/decode/persistent_decode.h"
 
 namespace ember::cuda::pd::dev {
@@ -171,16 +172,8 @@ __device__ __forceinline__ void task_range(int64_t n, int grid, int b, int64_t& 
     t1 = n * (b + 1) / grid;
 }
 
-__device__ __forceinline__ float warp_sum(float v) {
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
-}
-__device__ __forceinline__ float warp_max(float v) {
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-    return v;
-}
+using ember::cuda::warp_max;
+using ember::cuda::warp_sum;
 
 // Sum of v over the consumers, in a fixed order (every consumer gets the same value). Uses misc[0..16]; ends after
 // a barrier that also protects misc for the next call.
