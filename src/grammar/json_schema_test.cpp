@@ -164,12 +164,44 @@ TEST(JsonSchema, MasksAgainstBruteForce) {
         R"({"type":"object","properties":{"name":{"type":"string","maxLength":4},"n":{"type":"integer","minimum":-5,"maximum":30},"t":{"type":"boolean"}},"required":["name"]})",
         R"({"type":"array","items":{"anyOf":[{"type":"string","pattern":"^[ab]+$"},{"type":"number","multipleOf":0.5}]},"maxItems":4})",
         R"({"type":"object","patternProperties":{"^x":{"type":"null"}},"additionalProperties":{"type":"array","items":{"type":"integer"}}})",
+        // additional keys must differ from the listed names: chains of key-prefix states for the plain-token slice
+        R"({"type":"object","properties":{"ab":{"type":"integer"},"abba":{"type":"null"},"ba":{"type":"string","maxLength":3}}})",
     };
     for (const char* s : schemas) {
         auto ir = json_schema_grammar(s);
         ASSERT_TRUE(ir.is_ok()) << ir.message();
         EXPECT_GT(test::compare_masks_on_walks(ir.value(), v, 8, 30, 21), 20) << s;
     }
+}
+
+// The plain-character targets of a DFA state are enumerated once per grammar (runtime.h plain_step), however
+// many inner sets walk through it: keys that must differ from 60 listed 33-character names make chains of ~32
+// prefix states
+// that every key state's plain_reach visits again.
+TEST(JsonSchema, PlainStepsOncePerState) {
+    std::string props;
+    for (int i = 0; i < 60; ++i) {
+        if (i) props += ',';
+        props += "\"p" + std::string(30, 'x') + std::to_string(i) + "\":{\"type\":\"string\"}";
+    }
+    // long plain tokens: plain_reach follows the chains for up to 40 characters
+    auto v = test::synthetic_vocab({"{\"", "\":", "\": ", "\"}", "p1", "p12", "2x", std::string(40, 'x'), "p12" + std::string(37, 'y')},
+                                   "p0123456789xyz \":,", 400, 5);
+    auto ir = json_schema_grammar("{\"type\":\"object\",\"properties\":{" + props + "}}");
+    ASSERT_TRUE(ir.is_ok()) << ir.message();
+    auto g = Grammar::create(ir.value(), v);
+    ASSERT_TRUE(g.is_ok()) << g.message();
+    Matcher m(g.value());
+    std::vector<uint32_t> mask(size_t(m.mask_words()));
+    const std::string x30(30, 'x');
+    for (char c : "{\"p" + x30 + "3\": \"t\", \"p" + x30 + "12\": \"s\", \"p" + x30 + "12x\": \"u\", \"p" + x30 + "y\": \"w\"}") {
+        m.fill_mask(mask.data());
+        ASSERT_TRUE(m.accept_bytes(std::string(1, c)).is_ok()) << c;
+    }
+    EXPECT_TRUE(m.is_complete());
+    const Grammar::CacheStats st = g.value()->cache_stats();
+    EXPECT_GT(st.plain_steps, 0);
+    EXPECT_LE(st.plain_steps, g.value()->compiled().n_states());
 }
 
 }  // namespace

@@ -35,6 +35,7 @@ public:
     Runtime& runtime() { return *rt_; }
     struct CacheStats {
         int64_t hits = 0, misses = 0, inner_states = 0, stack_nodes = 0;
+        int64_t plain_steps = 0;  // DFA states whose plain-character targets were enumerated
     };
     CacheStats cache_stats();
 
