@@ -176,8 +176,7 @@ TEST(JsonSchema, MasksAgainstBruteForce) {
 
 // The plain-character targets of a DFA state are enumerated once per grammar (runtime.h plain_step), however
 // many inner sets walk through it: keys that must differ from 60 listed 33-character names make chains of ~32
-// prefix states
-// that every key state's plain_reach visits again.
+// prefix states that every key state's plain_reach visits again.
 TEST(JsonSchema, PlainStepsOncePerState) {
     std::string props;
     for (int i = 0; i < 60; ++i) {
