@@ -2,8 +2,10 @@
 // trimming and Moore partition refinement.
 #include "grammar/byte_dfa.h"
 
+#include <algorithm>
 #include <unordered_map>
 
+#include "grammar/byte_partition.h"
 #include "grammar/compile.h"
 #include "grammar/hopcroft.h"
 
@@ -11,25 +13,13 @@ namespace ember::grammar {
 
 namespace {
 constexpr size_t kMaxProductStates = 200000;
-struct VecHash {
-    size_t operator()(const std::vector<int32_t>& v) const {
-        uint64_t h = 1469598103934665603ull;
-        for (int32_t x : v) h = (h ^ uint32_t(x)) * 1099511628211ull;
-        return size_t(h ^ (h >> 29));
-    }
-};
 // Byte classes of a DFA (bytes whose columns are equal): cls[b] and one representative byte per class.
 int dfa_classes(const ByteDfa& a, uint8_t* cls, std::vector<uint8_t>& rep) {
-    std::unordered_map<std::vector<int32_t>, int, VecHash> ids;
-    rep.clear();
-    std::vector<int32_t> col(size_t(a.n));
-    for (int b = 0; b < 256; ++b) {
-        for (int s = 0; s < a.n; ++s) col[size_t(s)] = a.next[size_t(s) * 256 + size_t(b)];
-        auto it = ids.emplace(col, int(ids.size()));
-        if (it.second) rep.push_back(uint8_t(b));
-        cls[b] = uint8_t(it.first->second);
-    }
-    return int(ids.size());
+    BytePartition p;
+    for (int s = 0; s < a.n; ++s) p.refine_by_row(&a.next[size_t(s) * 256]);
+    std::copy(p.cls, p.cls + 256, cls);
+    rep.assign(p.rep, p.rep + p.n);
+    return p.n;
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 // Grammar IR → recursive transition network of DFAs (compile.h).
 #include "grammar/compile.h"
+#include "grammar/byte_partition.h"
 #include "grammar/hopcroft.h"
 
 #include <algorithm>
@@ -152,19 +153,6 @@ private:
     bool inlines(int r) { return g_.rule(r).inline_ok && !recursive_[size_t(r)] && inline_size(r) <= kInlineMaxStates; }
 
     // ---- byte classes -----------------------------------------------------------------------------------
-    // Refines the partition `cls` (n classes) by another labelling of the bytes.
-    static void refine(std::vector<int>& cls, int& n, const std::vector<int>& other) {
-        std::unordered_map<int64_t, int> ids;
-        std::vector<int> next_cls(256);
-        for (int b = 0; b < 256; ++b) {
-            const int64_t key = int64_t(cls[size_t(b)]) * 1000003 + other[size_t(b)];
-            auto it = ids.emplace(key, int(ids.size())).first;
-            next_cls[size_t(b)] = it->second;
-        }
-        cls = next_cls;
-        n = int(ids.size());
-    }
-
     // Expression nodes reachable from the root (through rule references).
     std::vector<int> reachable_nodes() const {
         std::vector<bool> seen_node(size_t(g_.n_nodes()), false), seen_rule(size_t(g_.n_rules()), false);
@@ -187,39 +175,19 @@ private:
     }
 
     void make_byte_classes() {
-        std::vector<int> cls(256, 0);
-        int n = 1;
+        BytePartition p;
         for (int e : reachable_nodes()) {
             const Node& nd = g_.node(e);
-            std::vector<int> other(256);
-            if (nd.op == Op::BYTES) {  // a two-way split: remap (class, in set) pairs directly
-                std::vector<int> rin(size_t(n), -1), rout(size_t(n), -1);
-                int m = 0;
-                for (int b = 0; b < 256; ++b) {
-                    auto& r = nd.bytes.has(uint8_t(b)) ? rin : rout;
-                    int& c = r[size_t(cls[size_t(b)])];
-                    if (c < 0) c = m++;
-                    cls[size_t(b)] = c;
-                }
-                n = m;
-                continue;
-            } else if (nd.op == Op::DFA) {  // bytes equivalent in the DFA iff their columns are equal
+            if (nd.op == Op::BYTES) {
+                p.refine_by_set(nd.bytes);
+            } else if (nd.op == Op::DFA) {  // bytes equivalent in the DFA iff every state sends them alike
                 const ByteDfa& d = g_.dfa_of(e);
-                std::unordered_map<std::vector<int32_t>, int, VecHash> cols;
-                for (int b = 0; b < 256; ++b) {
-                    std::vector<int32_t> col(size_t(d.n));
-                    for (int s = 0; s < d.n; ++s) col[size_t(s)] = d.next[size_t(s) * 256 + size_t(b)];
-                    other[size_t(b)] = cols.emplace(std::move(col), int(cols.size())).first->second;
-                }
-            } else {
-                continue;
+                for (int st = 0; st < d.n; ++st) p.refine_by_row(&d.next[size_t(st) * 256]);
             }
-            refine(cls, n, other);
         }
-        n_classes_ = n;
-        for (int b = 0; b < 256; ++b) byte_class_[b] = uint8_t(cls[size_t(b)]);
-        class_rep_.assign(size_t(n), 0);
-        for (int b = 255; b >= 0; --b) class_rep_[size_t(cls[size_t(b)])] = uint8_t(b);
+        n_classes_ = p.n;
+        for (int b = 0; b < 256; ++b) byte_class_[b] = p.cls[b];
+        class_rep_.assign(p.rep, p.rep + p.n);
     }
 
     // ---- NFA --------------------------------------------------------------------------------------------
