@@ -388,47 +388,68 @@ private:
     }
 
     // ---- trimming ---------------------------------------------------------------------------------------
-    // live[r][s]: state s of rule r can reach acceptance (through productive calls). Iterated to a fixed point
-    // over productive rules, then dead edges are removed.
+    // live(r, s): state s of rule r can reach acceptance. The least solution of Horn clauses, by unit
+    // propagation (linear in the edges): accepting → live; a byte edge s → t: live(t) → live(s); a call of
+    // rule R at s returning to t: live(t) ∧ live(R, 0) → live(s) (R productive). Then dead edges are removed.
     Status trim() {
         const size_t R = dfas_.size();
-        std::vector<bool> productive(R, false);
-        std::vector<std::vector<bool>> live(R);
-        for (bool changed = true; changed;) {
-            changed = false;
-            for (size_t r = 0; r < R; ++r) {
-                const auto& d = dfas_[r];
-                // Backwards from the accepting states over byte edges and productive calls.
-                std::vector<std::vector<int32_t>> rev(d.size());
-                for (size_t s = 0; s < d.size(); ++s) {
-                    for (int32_t t : d[s].next)
-                        if (t >= 0) rev[size_t(t)].push_back(int32_t(s));
-                    for (auto& c : d[s].calls)
-                        if (productive[size_t(rule_dfa_[size_t(c.first)])]) rev[size_t(c.second)].push_back(int32_t(s));
+        std::vector<size_t> base(R + 1, 0);
+        for (size_t r = 0; r < R; ++r) base[r + 1] = base[r] + dfas_[r].size();
+        const size_t N = base[R];
+        // Watchers per premise node: clause ids (byte clauses have one premise, call clauses two).
+        struct Clause {
+            uint32_t head;
+            int32_t need;
+        };
+        std::vector<Clause> clauses;
+        std::vector<uint32_t> w_begin(N + 1, 0), w_list;
+        std::vector<std::pair<uint32_t, uint32_t>> watch;  // (premise node, clause)
+        for (size_t r = 0; r < R; ++r)
+            for (size_t s = 0; s < dfas_[r].size(); ++s) {
+                const DState& d = dfas_[r][s];
+                const uint32_t x = uint32_t(base[r] + s);
+                for (int32_t t : d.next)
+                    if (t >= 0) {
+                        watch.push_back({uint32_t(base[r] + size_t(t)), uint32_t(clauses.size())});
+                        clauses.push_back({x, 1});
+                    }
+                for (auto& c : d.calls) {
+                    const uint32_t ret = uint32_t(base[r] + size_t(c.second));
+                    const uint32_t start = uint32_t(base[size_t(rule_dfa_[size_t(c.first)])]);
+                    watch.push_back({ret, uint32_t(clauses.size())});
+                    if (start != ret) watch.push_back({start, uint32_t(clauses.size())});
+                    clauses.push_back({x, start != ret ? 2 : 1});
                 }
-                std::vector<bool> lv(d.size(), false);
-                std::vector<int32_t> st;
-                for (size_t s = 0; s < d.size(); ++s)
-                    if (d[s].accept) { lv[s] = true; st.push_back(int32_t(s)); }
-                while (!st.empty()) {
-                    const int32_t s = st.back();
-                    st.pop_back();
-                    for (int32_t p : rev[size_t(s)])
-                        if (!lv[size_t(p)]) { lv[size_t(p)] = true; st.push_back(p); }
-                }
-                if (lv[0] && !productive[r]) productive[r] = changed = true;
-                live[r] = std::move(lv);
+            }
+        for (auto& [p, c] : watch) w_begin[p + 1]++;
+        for (size_t i = 0; i < N; ++i) w_begin[i + 1] += w_begin[i];
+        w_list.resize(watch.size());
+        {
+            std::vector<uint32_t> fill(w_begin.begin(), w_begin.end() - 1);
+            for (auto& [p, c] : watch) w_list[fill[p]++] = c;
+        }
+        std::vector<uint8_t> live(N, 0);
+        std::vector<uint32_t> st;
+        for (size_t r = 0; r < R; ++r)
+            for (size_t s = 0; s < dfas_[r].size(); ++s)
+                if (dfas_[r][s].accept) { live[base[r] + s] = 1; st.push_back(uint32_t(base[r] + s)); }
+        while (!st.empty()) {
+            const uint32_t x = st.back();
+            st.pop_back();
+            for (uint32_t k = w_begin[x]; k < w_begin[x + 1]; ++k) {
+                Clause& c = clauses[w_list[k]];
+                if (--c.need == 0 && !live[c.head]) { live[c.head] = 1; st.push_back(c.head); }
             }
         }
-        if (!productive[0]) return errorf("grammar: rule '%s' matches nothing", g_.rule(g_.root).name.c_str());
+        if (!live[0]) return errorf("grammar: rule '%s' matches nothing", g_.rule(g_.root).name.c_str());
         for (size_t r = 0; r < R; ++r) {
             auto& d = dfas_[r];
             for (size_t s = 0; s < d.size(); ++s) {
                 for (int32_t& t : d[s].next)
-                    if (t >= 0 && !live[r][size_t(t)]) t = -1;
+                    if (t >= 0 && !live[base[r] + size_t(t)]) t = -1;
                 std::vector<std::pair<int32_t, int32_t>> keep;
                 for (auto& c : d[s].calls)
-                    if (productive[size_t(rule_dfa_[size_t(c.first)])] && live[r][size_t(c.second)]) keep.push_back(c);
+                    if (live[base[size_t(rule_dfa_[size_t(c.first)])]] && live[base[r] + size_t(c.second)]) keep.push_back(c);
                 d[s].calls = std::move(keep);
             }
         }
