@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <functional>
 #include <unordered_map>
+#include <unordered_set>
 
 namespace ember::grammar {
 
@@ -176,10 +177,17 @@ private:
 
     void make_byte_classes() {
         BytePartition p;
+        struct SetHash {
+            size_t operator()(const ByteSet& s) const {
+                return size_t((s.w[0] * 0x9E3779B97F4A7C15ull) ^ (s.w[1] * 0xC2B2AE3D27D4EB4Full) ^
+                              (s.w[2] * 0x165667B19E3779F9ull) ^ (s.w[3] * 0x27D4EB2F165667C5ull));
+            }
+        };
+        std::unordered_set<ByteSet, SetHash> seen;  // each distinct set refines once (literals repeat bytes)
         for (int e : reachable_nodes()) {
             const Node& nd = g_.node(e);
             if (nd.op == Op::BYTES) {
-                p.refine_by_set(nd.bytes);
+                if (seen.insert(nd.bytes).second) p.refine_by_set(nd.bytes);
             } else if (nd.op == Op::DFA) {  // bytes equivalent in the DFA iff every state sends them alike
                 const ByteDfa& d = g_.dfa_of(e);
                 for (int st = 0; st < d.n; ++st) p.refine_by_row(&d.next[size_t(st) * 256]);
@@ -603,21 +611,6 @@ private:
                 }
                 cg->call_begin[gs + 1] = uint32_t(cg->calls.size());
             }
-        // CALL_FREE: no call edge reachable through byte edges (greatest fixed point).
-        std::vector<bool> free(size_t(total), true);
-        for (int64_t s = 0; s < total; ++s) free[size_t(s)] = !(cg->flags[size_t(s)] & CompiledGrammar::HAS_CALLS);
-        for (bool ch = true; ch;) {
-            ch = false;
-            for (int64_t s = 0; s < total; ++s) {
-                if (!free[size_t(s)]) continue;
-                for (size_t c = 0; c < nc; ++c) {
-                    const int32_t t = cg->next[size_t(s) * nc + c];
-                    if (t >= 0 && !free[size_t(t)]) { free[size_t(s)] = false; ch = true; break; }
-                }
-            }
-        }
-        for (int64_t s = 0; s < total; ++s)
-            if (free[size_t(s)]) cg->flags[size_t(s)] |= CompiledGrammar::CALL_FREE;
         cg->root_start = base[0];
         return std::shared_ptr<const CompiledGrammar>(std::move(cg));
     }

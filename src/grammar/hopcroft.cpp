@@ -63,6 +63,28 @@ struct Refinable {
     }
 };
 
+// Puts the elements into sets by key (0..k-1), sets in key order, elements in index order: a counting sort.
+void group(Refinable& P, int32_t n, int32_t k, const std::vector<int32_t>& key) {
+    std::vector<int32_t> start(size_t(k) + 1, 0);
+    for (int32_t e = 0; e < n; ++e) start[size_t(key[size_t(e)]) + 1]++;
+    for (int32_t c = 0; c < k; ++c) start[size_t(c) + 1] += start[size_t(c)];
+    std::vector<int32_t> set_of(size_t(k), -1);
+    P.z = 0;
+    for (int32_t c = 0; c < k; ++c)
+        if (start[size_t(c) + 1] > start[size_t(c)]) {
+            set_of[size_t(c)] = P.z;
+            P.first[size_t(P.z)] = start[size_t(c)];
+            P.past[size_t(P.z)] = start[size_t(c) + 1];
+            ++P.z;
+        }
+    for (int32_t e = 0; e < n; ++e) {
+        const int32_t c = key[size_t(e)], i = start[size_t(c)]++;
+        P.elems[size_t(i)] = e;
+        P.loc[size_t(e)] = i;
+        P.set[size_t(e)] = set_of[size_t(c)];
+    }
+}
+
 }  // namespace
 
 std::vector<int32_t> hopcroft_classes(int32_t n, int32_t m, const std::vector<int32_t>& delta,
@@ -79,48 +101,21 @@ std::vector<int32_t> hopcroft_classes(int32_t n, int32_t m, const std::vector<in
             head.push_back(t);
         }
     const int32_t T = int32_t(tail.size());
-    // Blocks: the states grouped by label, in order of first occurrence.
+    // Blocks: the states grouped by label; cords: the transitions grouped by symbol (counting sorts).
     Refinable B;
     B.init(n);
     {
-        std::vector<int32_t> order(static_cast<size_t>(n));
-        std::iota(order.begin(), order.end(), 0);
-        std::stable_sort(order.begin(), order.end(), [&](int32_t x, int32_t y) { return label[size_t(x)] < label[size_t(y)]; });
-        B.z = 0;
-        for (int32_t i = 0; i < n; ++i) {
-            const int32_t s = order[size_t(i)];
-            if (i == 0 || label[size_t(s)] != label[size_t(order[size_t(i) - 1])]) {
-                if (B.z > 0) B.past[size_t(B.z) - 1] = i;
-                B.first[size_t(B.z)] = i;
-                ++B.z;
-            }
-            B.elems[size_t(i)] = s;
-            B.loc[size_t(s)] = i;
-            B.set[size_t(s)] = B.z - 1;
-        }
-        B.past[size_t(B.z) - 1] = n;
+        std::vector<int32_t> labels(label.begin(), label.begin() + n);
+        std::sort(labels.begin(), labels.end());
+        labels.erase(std::unique(labels.begin(), labels.end()), labels.end());
+        std::vector<int32_t> rank(static_cast<size_t>(n));
+        for (int32_t s = 0; s < n; ++s)
+            rank[size_t(s)] = int32_t(std::lower_bound(labels.begin(), labels.end(), label[size_t(s)]) - labels.begin());
+        group(B, n, int32_t(labels.size()), rank);
     }
-    // Cords: the transitions grouped by symbol.
     Refinable C;
     C.init(T);
-    if (T > 0) {
-        std::vector<int32_t> order(static_cast<size_t>(T));
-        std::iota(order.begin(), order.end(), 0);
-        std::stable_sort(order.begin(), order.end(), [&](int32_t x, int32_t y) { return sym[size_t(x)] < sym[size_t(y)]; });
-        C.z = 0;
-        for (int32_t i = 0; i < T; ++i) {
-            const int32_t t = order[size_t(i)];
-            if (i == 0 || sym[size_t(t)] != sym[size_t(order[size_t(i) - 1])]) {
-                if (C.z > 0) C.past[size_t(C.z) - 1] = i;
-                C.first[size_t(C.z)] = i;
-                ++C.z;
-            }
-            C.elems[size_t(i)] = t;
-            C.loc[size_t(t)] = i;
-            C.set[size_t(t)] = C.z - 1;
-        }
-        C.past[size_t(C.z) - 1] = T;
-    }
+    if (T > 0) group(C, T, m, sym);
     // Incoming transitions per state (CSR by head).
     std::vector<int32_t> in_begin(static_cast<size_t>(n) + 1, 0), in(static_cast<size_t>(T));
     for (int32_t t = 0; t < T; ++t) in_begin[size_t(head[size_t(t)]) + 1]++;

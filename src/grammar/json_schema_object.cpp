@@ -28,6 +28,15 @@ Expected<ByteDfa> quoted(GrammarIR& lex, int content) {
     return dfa_from_expr(lex, lex.seq({lex.byte('"'), content, lex.byte('"')}));
 }
 
+// Any quoted JSON string, as a DFA: the same for every object, built once.
+const ByteDfa& any_key_dfa() {
+    static const ByteDfa d = [] {
+        GrammarIR lex;
+        return quoted(lex, lex.star(json::string_char_expr(lex, cp_any()))).value();
+    }();
+    return d;
+}
+
 }  // namespace
 
 Expected<int> SchemaCompiler::object_expr(const ojson& s) {
@@ -70,9 +79,10 @@ Expected<int> SchemaCompiler::object_expr(const ojson& s) {
         EMBER_ASSIGN(ByteDfa d, quoted(lex, re.value()));
         pat_dfa.push_back(std::move(d));
     }
-    EMBER_ASSIGN(ByteDfa any_key, quoted(lex, lex.star(json::string_char_expr(lex, cp_any()))));
-    ByteDfa names = any_key;  // propertyNames
-    if (s.contains("propertyNames") && !(s["propertyNames"].is_boolean() && s["propertyNames"].get<bool>())) {
+    const ByteDfa& any_key = any_key_dfa();
+    ByteDfa names;  // propertyNames (any key when absent)
+    const bool has_names = s.contains("propertyNames") && !(s["propertyNames"].is_boolean() && s["propertyNames"].get<bool>());
+    if (has_names) {
         const ojson& pn = s["propertyNames"];
         EMBER_REQUIRE(pn.is_object(), "propertyNames must be a schema object");
         json::StringConstraints c;
@@ -96,7 +106,7 @@ Expected<int> SchemaCompiler::object_expr(const ojson& s) {
     std::vector<std::string> keys_enc;
     for (auto& [k, sch] : props) {
         const std::string enc_k = json::encode_string(k);
-        if (!dfa_matches(names, enc_k)) {  // propertyNames forbids it
+        if (!dfa_matches(has_names ? names : any_key, enc_k)) {  // propertyNames forbids it
             if (required.count(k)) return g.nothing();
             continue;
         }
@@ -117,7 +127,10 @@ Expected<int> SchemaCompiler::object_expr(const ojson& s) {
     {
         std::vector<int> lits;
         for (const std::string& k : keys_enc) lits.push_back(lex.literal(k));
-        EMBER_ASSIGN(ByteDfa base, dfa_intersect(any_key, names));
+        ByteDfa base = any_key;
+        if (has_names) {
+            EMBER_ASSIGN(base, dfa_intersect(any_key, names));
+        }
         if (!lits.empty()) {
             EMBER_ASSIGN(ByteDfa listed_d, dfa_from_expr(lex, lex.alt(lits)));
             EMBER_ASSIGN(base, dfa_intersect(base, dfa_complement(listed_d)));
