@@ -203,5 +203,35 @@ TEST(JsonSchema, PlainStepsOncePerState) {
     EXPECT_LE(st.plain_steps, g.value()->compiled().n_states());
 }
 
+// Every position inside a free string leaves it with the same tokens (`"`, `",`, `"}` …): one edge set serves
+// all of them (runtime.h EdgeSet), and the masks stay those of the brute force.
+TEST(JsonSchema, EdgeSetsAreShared) {
+    auto v = test::synthetic_vocab({"{\"", "\":", "\": ", "\"}", "\",", "\", \"", "ab\"", "b\"}", "x\":"},
+                                   "abxy \":,{}", 300, 13);
+    std::string props;
+    for (int i = 0; i < 12; ++i) {
+        if (i) props += ',';
+        props += "\"k" + std::to_string(i) + "\":{\"type\":\"string\"}";
+    }
+    auto ir = json_schema_grammar("{\"type\":\"object\",\"properties\":{" + props + "},\"additionalProperties\":false}");
+    ASSERT_TRUE(ir.is_ok()) << ir.message();
+    EXPECT_GT(test::compare_masks_on_walks(ir.value(), v, 6, 60, 5), 100);
+    auto g = Grammar::create(ir.value(), v);
+    ASSERT_TRUE(g.is_ok());
+    std::string text = "{";
+    for (int i = 0; i < 12; ++i) text += std::string(i ? ", " : "") + "\"k" + std::to_string(i) + "\": \"ab xy ba\"";
+    text += "}";
+    Matcher m(g.value());
+    std::vector<uint32_t> mask(size_t(m.mask_words()));
+    for (char c : text) {
+        m.fill_mask(mask.data());
+        ASSERT_TRUE(m.accept_bytes(std::string(1, c)).is_ok()) << c;
+    }
+    EXPECT_TRUE(m.is_complete());
+    const Grammar::CacheStats st = g.value()->cache_stats();
+    EXPECT_GT(st.edge_sets, 0);
+    EXPECT_LE(st.edge_sets * 10, st.inner_states);  // 4 sets for 89 inner states
+}
+
 }  // namespace
 }  // namespace ember::grammar

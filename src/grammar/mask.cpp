@@ -27,8 +27,11 @@ void TokenSet::or_into(uint32_t* w) const {
 }
 
 void TokenSet::store(const uint32_t* w, int64_t n_words) {
-    int64_t bits = 0;
-    for (int64_t i = 0; i < n_words; ++i) bits += bits32(w[i]);
+    // Dense once the set has at least one bit per word on average. Counting stops there, and zero words cost
+    // one test: a sparse set is one pass over mostly zero words, a dense one stops early.
+    int64_t bits = 0, i = 0;
+    for (; i < n_words && bits < n_words; ++i)
+        if (w[i]) bits += bits32(w[i]);
     dense.clear();
     sparse.clear();
     if (bits >= n_words) {
@@ -36,8 +39,8 @@ void TokenSet::store(const uint32_t* w, int64_t n_words) {
         return;
     }
     sparse.reserve(size_t(bits));
-    for (int64_t i = 0; i < n_words; ++i)
-        for (uint32_t x = w[i]; x; x &= x - 1) sparse.push_back(int32_t(i * 32 + __builtin_ctz(x)));
+    for (int64_t k = 0; k < n_words; ++k)
+        for (uint32_t x = w[k]; x; x &= x - 1) sparse.push_back(int32_t(k * 32 + __builtin_ctz(x)));
 }
 
 size_t Runtime::VecHash::operator()(const std::vector<int32_t>& v) const {
@@ -171,27 +174,14 @@ void Runtime::compute_inner(int32_t gs, InnerEntry& e) {
                      c0.heads.size() == 1 && (g_->flags[size_t(gs_[size_t(c0.heads[0])])] & CompiledGrammar::HAS_CALLS) ? " calls" : "",
                      c0.heads.size() == 1 ? (long long)plain_reach(gs_[size_t(c0.heads[0])]) : -1LL, sl.tau, T.size(), (long long)(stats_.visited - v0), (long long)(stats_.visited_general - g0), edges.size());
     e.inner.store(words.data(), W);
-    // Edges: tokens not already accepted inside the frame, grouped by the suffix after the pop.
-    std::vector<std::pair<std::string, int32_t>> sfx;
-    for (auto& [t, off] : edges) {
-        if ((words[size_t(t) >> 5] >> (t & 31)) & 1) continue;
-        sfx.push_back({t_->bytes(t).substr(off), t});
-    }
-    std::sort(sfx.begin(), sfx.end());
-    sfx.erase(std::unique(sfx.begin(), sfx.end()), sfx.end());
-    std::vector<std::pair<std::string, int32_t>> entries;
-    e.group_begin.clear();
-    e.group_toks.clear();
-    for (size_t i = 0; i < sfx.size();) {
-        const int32_t gid = int32_t(e.group_begin.size());
-        e.group_begin.push_back(uint32_t(e.group_toks.size()));
-        size_t k = i;
-        while (k < sfx.size() && sfx[k].first == sfx[i].first) e.group_toks.push_back(sfx[k++].second);
-        entries.push_back({sfx[i].first, gid});
-        i = k;
-    }
-    e.group_begin.push_back(uint32_t(e.group_toks.size()));
-    if (!entries.empty()) e.suffixes = Trie::build(std::move(entries));
+    // Edges: tokens not already accepted inside the frame, leaving it after `off` bytes.
+    std::vector<int32_t> pairs;
+    for (auto& [t, off] : edges)
+        if (!((words[size_t(t) >> 5] >> (t & 31)) & 1)) {
+            pairs.push_back(t);
+            pairs.push_back(off);
+        }
+    if (!pairs.empty()) e.edges = edge_set(std::move(pairs));
 }
 
 void Runtime::fill_mask(const Config& c, uint32_t* words) {
@@ -216,18 +206,19 @@ void Runtime::fill_mask(const Config& c, uint32_t* words) {
         const InnerEntry& e = inner(gs_[size_t(h)]);
         e.inner.or_into(m);
         const int32_t p = parent_[size_t(h)];
-        if (p < 0 || e.group_toks.empty()) continue;
+        if (p < 0 || !e.edges) continue;
+        const EdgeSet& es = *e.edges;
         Config pc;
         closure(&p, 1, pc, nullptr);
         if (pc.heads.empty()) continue;
         auto on_group = [&](int32_t gid) {
-            for (uint32_t k = e.group_begin[size_t(gid)]; k < e.group_begin[size_t(gid) + 1]; ++k) {
-                const int32_t t = e.group_toks[k];
+            for (uint32_t k = es.group_begin[size_t(gid)]; k < es.group_begin[size_t(gid) + 1]; ++k) {
+                const int32_t t = es.group_toks[k];
                 m[size_t(t) >> 5] |= 1u << (t & 31);
             }
         };
         auto no_edge = [](uint32_t) {};
-        walk(e.suffixes, 0, pc, on_group, no_edge);
+        walk(es.suffixes, 0, pc, on_group, no_edge);
     }
     if (c.complete)
         for (int32_t t : t_->eos()) m[size_t(t) >> 5] |= 1u << (t & 31);

@@ -37,12 +37,18 @@ struct TokenSet {
     size_t bytes() const { return dense.size() * 4 + sparse.size() * 4; }
 };
 
-// What a DFA state g accepts inside its own frame, and the tokens that leave it.
-struct InnerEntry {
-    TokenSet inner;
-    Trie suffixes;                     // token suffixes after the frame pops; trie ids index groups
+// The tokens that leave a frame: each token's suffix after the pop, as a trie whose ids index groups of tokens
+// with that suffix. Shared by every state with the same edges (edge_set.cpp).
+struct EdgeSet {
+    Trie suffixes;
     std::vector<uint32_t> group_begin;  // [groups + 1] into group_toks
     std::vector<int32_t> group_toks;
+};
+
+// What a DFA state g accepts inside its own frame, and the tokens that leave it (null: none).
+struct InnerEntry {
+    TokenSet inner;
+    std::shared_ptr<const EdgeSet> edges;
 };
 
 class Runtime {
@@ -77,7 +83,7 @@ public:
 
     struct Stats {
         int64_t cache_hits = 0, cache_misses = 0, inner_computed = 0, nodes = 0, visited = 0, visited_general = 0;
-        int64_t plain_steps = 0;
+        int64_t plain_steps = 0, edge_sets_built = 0;
     };
     Stats stats() const;
 
@@ -95,6 +101,8 @@ private:
     // can start, so exactly the plain tokens of ≤ K characters are allowed.
     int64_t plain_reach(int32_t gs, bool* exact = nullptr);
     void compute_inner(int32_t gs, InnerEntry& e);
+    // edge_set.cpp. The edge set of (token, offset of the pop) pairs, flattened; built once per distinct list.
+    std::shared_ptr<const EdgeSet> edge_set(std::vector<int32_t> pairs);
     template <class OnTok, class OnEdge>
     void walk(const Trie& T, uint32_t at, const Config& c, OnTok& on_tok, OnEdge& on_edge);
     template <class OnTok, class OnEdge>
@@ -130,6 +138,7 @@ private:
         size_t operator()(const std::vector<int32_t>& v) const;
     };
     std::unordered_map<std::vector<int32_t>, TokenSet, VecHash> masks_;
+    std::unordered_map<std::vector<int32_t>, std::shared_ptr<const EdgeSet>, VecHash> edge_sets_;
     size_t mask_bytes_ = 0;
     std::vector<uint32_t> scratch_words_;
     Stats stats_;
