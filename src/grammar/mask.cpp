@@ -18,6 +18,42 @@ inline int bits32(uint32_t x) {
 }
 }
 
+// Token ids gathered into bit words; the ids themselves are kept while the set may still be sparse, so that
+// storing it needs no pass over the 7,760 words of a 248k mask (most masks outside free strings hold a few
+// dozen tokens).
+struct IdCollector {
+    uint32_t* w;
+    int64_t n_words;
+    std::vector<int32_t>& ids;  // scratch, cleared here
+    bool many = false;          // a dense set was added or too many ids: store from the words
+    IdCollector(uint32_t* words, int64_t n, std::vector<int32_t>& scratch) : w(words), n_words(n), ids(scratch) { ids.clear(); }
+    void add(int32_t t) {
+        w[size_t(t) >> 5] |= 1u << (t & 31);
+        if (many) return;
+        ids.push_back(t);
+        many = int64_t(ids.size()) > 2 * n_words;
+    }
+    void add(const TokenSet& s) {
+        s.or_into(w);
+        if (!s.dense.empty()) many = true;
+        if (many) return;
+        ids.insert(ids.end(), s.sparse.begin(), s.sparse.end());
+        many = int64_t(ids.size()) > 2 * n_words;
+    }
+    void store(TokenSet& ts) {
+        if (!many) {
+            std::sort(ids.begin(), ids.end());
+            ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+            if (int64_t(ids.size()) < n_words) {  // the rule of TokenSet::store
+                ts.dense.clear();
+                ts.sparse.assign(ids.begin(), ids.end());
+                return;
+            }
+        }
+        ts.store(w, n_words);
+    }
+};
+
 void TokenSet::or_into(uint32_t* w) const {
     if (!dense.empty()) {
         for (size_t i = 0; i < dense.size(); ++i) w[i] |= dense[i];
@@ -157,11 +193,14 @@ void Runtime::compute_inner(int32_t gs, InnerEntry& e) {
         const int64_t K = plain_reach(gs_[size_t(c0.heads[0])], &exact);
         sl = exact ? TokenIndex::Slice{int(K), &t_->plain_upto(K), &t_->nonplain_trie()} : t_->slice(K);
     }
-    if (sl.covered)
+    IdCollector acc(words.data(), W, scratch_ids_);
+    if (sl.covered) {
         for (int64_t i = 0; i < W; ++i) words[size_t(i)] = (*sl.covered)[size_t(i)];
+        acc.many = true;
+    }
     const Trie& T = *sl.rest;
     std::vector<std::pair<int32_t, uint16_t>> edges;  // (token, offset of the pop)
-    auto on_tok = [&](int32_t t) { words[size_t(t) >> 5] |= 1u << (t & 31); };
+    auto on_tok = [&](int32_t t) { acc.add(t); };
     auto on_edge = [&](uint32_t j) {
         for (uint32_t k = T.tok_begin[j + 1]; k < T.tok_begin[T.end[j]]; ++k) edges.push_back({T.toks[k], T.depth[j]});
     };
@@ -173,7 +212,7 @@ void Runtime::compute_inner(int32_t gs, InnerEntry& e) {
                      g_->rule_names[size_t(g_->state_rule[size_t(gs)])].c_str(), c0.heads.size(),
                      c0.heads.size() == 1 && (g_->flags[size_t(gs_[size_t(c0.heads[0])])] & CompiledGrammar::HAS_CALLS) ? " calls" : "",
                      c0.heads.size() == 1 ? (long long)plain_reach(gs_[size_t(c0.heads[0])]) : -1LL, sl.tau, T.size(), (long long)(stats_.visited - v0), (long long)(stats_.visited_general - g0), edges.size());
-    e.inner.store(words.data(), W);
+    acc.store(e.inner);
     // Edges: tokens not already accepted inside the frame, leaving it after `off` bytes.
     std::vector<int32_t> pairs;
     for (auto& [t, off] : edges)
@@ -202,9 +241,11 @@ void Runtime::fill_mask(const Config& c, uint32_t* words) {
     stats_.cache_misses++;
     scratch_words_.assign(size_t(W), 0u);
     uint32_t* m = scratch_words_.data();
+    std::vector<int32_t> ids;
+    IdCollector acc(m, W, ids);
     for (int32_t h : c.heads) {
         const InnerEntry& e = inner(gs_[size_t(h)]);
-        e.inner.or_into(m);
+        acc.add(e.inner);
         const int32_t p = parent_[size_t(h)];
         if (p < 0 || !e.edges) continue;
         const EdgeSet& es = *e.edges;
@@ -212,23 +253,20 @@ void Runtime::fill_mask(const Config& c, uint32_t* words) {
         closure(&p, 1, pc, nullptr);
         if (pc.heads.empty()) continue;
         auto on_group = [&](int32_t gid) {
-            for (uint32_t k = es.group_begin[size_t(gid)]; k < es.group_begin[size_t(gid) + 1]; ++k) {
-                const int32_t t = es.group_toks[k];
-                m[size_t(t) >> 5] |= 1u << (t & 31);
-            }
+            for (uint32_t k = es.group_begin[size_t(gid)]; k < es.group_begin[size_t(gid) + 1]; ++k) acc.add(es.group_toks[k]);
         };
         auto no_edge = [](uint32_t) {};
         walk(es.suffixes, 0, pc, on_group, no_edge);
     }
     if (c.complete)
-        for (int32_t t : t_->eos()) m[size_t(t) >> 5] |= 1u << (t & 31);
+        for (int32_t t : t_->eos()) acc.add(t);
     std::memcpy(words, m, size_t(W) * 4);
     if (mask_bytes_ > kMaxCacheBytes) {
         masks_.clear();
         mask_bytes_ = 0;
     }
     TokenSet& ts = masks_[std::move(key)];
-    ts.store(m, W);
+    acc.store(ts);
     mask_bytes_ += ts.bytes() + 64;
 }
 
