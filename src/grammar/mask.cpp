@@ -18,37 +18,40 @@ inline int bits32(uint32_t x) {
 }
 }
 
-// Token ids gathered into bit words; the ids themselves are kept while the set may still be sparse, so that
-// storing it needs no pass over the 7,760 words of a 248k mask (most masks outside free strings hold a few
+// Token ids gathered into bit words, with a summary bit per word that received one, so that storing a sparse
+// set reads only those words instead of all 7,760 of a 248k mask (most masks outside free strings hold a few
 // dozen tokens).
 struct IdCollector {
     uint32_t* w;
     int64_t n_words;
-    std::vector<int32_t>& ids;  // scratch, cleared here
-    bool many = false;          // a dense set was added or too many ids: store from the words
-    IdCollector(uint32_t* words, int64_t n, std::vector<int32_t>& scratch) : w(words), n_words(n), ids(scratch) { ids.clear(); }
+    std::vector<uint32_t>& top;  // bit i: word i has bits
+    bool many = false;           // a dense set was added: store from the words
+    IdCollector(uint32_t* words, int64_t n, std::vector<uint32_t>& scratch) : w(words), n_words(n), top(scratch) {
+        top.assign(size_t(n + 31) / 32, 0u);
+    }
     void add(int32_t t) {
-        w[size_t(t) >> 5] |= 1u << (t & 31);
-        if (many) return;
-        ids.push_back(t);
-        many = int64_t(ids.size()) > 2 * n_words;
+        const size_t i = size_t(t) >> 5;
+        w[i] |= 1u << (t & 31);
+        top[i >> 5] |= 1u << (i & 31);
     }
     void add(const TokenSet& s) {
-        s.or_into(w);
-        if (!s.dense.empty()) many = true;
-        if (many) return;
-        ids.insert(ids.end(), s.sparse.begin(), s.sparse.end());
-        many = int64_t(ids.size()) > 2 * n_words;
+        if (!s.dense.empty()) {
+            s.or_into(w);
+            many = true;
+            return;
+        }
+        for (int32_t t : s.sparse) add(t);
     }
     void store(TokenSet& ts) {
         if (!many) {
-            std::sort(ids.begin(), ids.end());
-            ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
-            if (int64_t(ids.size()) < n_words) {  // the rule of TokenSet::store
-                ts.dense.clear();
-                ts.sparse.assign(ids.begin(), ids.end());
-                return;
-            }
+            ts.dense.clear();
+            ts.sparse.clear();
+            for (size_t j = 0; j < top.size(); ++j)
+                for (uint32_t x = top[j]; x; x &= x - 1) {
+                    const size_t i = j * 32 + size_t(__builtin_ctz(x));
+                    for (uint32_t y = w[i]; y; y &= y - 1) ts.sparse.push_back(int32_t(i * 32 + size_t(__builtin_ctz(y))));
+                }
+            if (int64_t(ts.sparse.size()) < n_words) return;  // the rule of TokenSet::store
         }
         ts.store(w, n_words);
     }
@@ -193,7 +196,7 @@ void Runtime::compute_inner(int32_t gs, InnerEntry& e) {
         const int64_t K = plain_reach(gs_[size_t(c0.heads[0])], &exact);
         sl = exact ? TokenIndex::Slice{int(K), &t_->plain_upto(K), &t_->nonplain_trie()} : t_->slice(K);
     }
-    IdCollector acc(words.data(), W, scratch_ids_);
+    IdCollector acc(words.data(), W, scratch_top_);
     if (sl.covered) {
         for (int64_t i = 0; i < W; ++i) words[size_t(i)] = (*sl.covered)[size_t(i)];
         acc.many = true;
@@ -241,8 +244,8 @@ void Runtime::fill_mask(const Config& c, uint32_t* words) {
     stats_.cache_misses++;
     scratch_words_.assign(size_t(W), 0u);
     uint32_t* m = scratch_words_.data();
-    std::vector<int32_t> ids;
-    IdCollector acc(m, W, ids);
+    std::vector<uint32_t> top;
+    IdCollector acc(m, W, top);
     for (int32_t h : c.heads) {
         const InnerEntry& e = inner(gs_[size_t(h)]);
         acc.add(e.inner);

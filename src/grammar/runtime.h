@@ -141,7 +141,7 @@ private:
     std::unordered_map<std::vector<int32_t>, std::shared_ptr<const EdgeSet>, VecHash> edge_sets_;
     size_t mask_bytes_ = 0;
     std::vector<uint32_t> scratch_words_;
-    std::vector<int32_t> scratch_ids_;  // compute_inner's token ids (mask.cpp IdCollector)
+    std::vector<uint32_t> scratch_top_;  // compute_inner's summary bits (mask.cpp IdCollector)
     Stats stats_;
 };
 
