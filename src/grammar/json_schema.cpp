@@ -14,8 +14,7 @@ const std::set<std::string> kAnnotations = {
     "$schema", "$id", "id", "$comment", "$anchor", "$vocabulary", "$dynamicAnchor", "$recursiveAnchor", "title",
     "description", "default", "examples", "example", "readOnly", "writeOnly", "deprecated", "contentEncoding",
     "contentMediaType", "contentSchema", "$defs", "definitions", "discriminator", "xml", "externalDocs"};
-const std::set<std::string> kUnsupported = {"not", "if", "then", "else", "dependencies", "dependentRequired",
-                                            "dependentSchemas", "contains", "minContains", "maxContains",
+const std::set<std::string> kUnsupported = {"not", "if", "then", "else", "dependentSchemas", "contains", "minContains", "maxContains",
                                             "uniqueItems", "unevaluatedProperties", "unevaluatedItems",
                                             "$dynamicRef", "$recursiveRef"};
 
@@ -228,7 +227,7 @@ Expected<int> SchemaCompiler::value(const ojson& s) {
                               ((k == "unevaluatedProperties" || k == "unevaluatedItems") && v == true) ||
                               ((k == "then" || k == "else") && !s.contains("if")) ||
                               ((k == "minContains" || k == "maxContains") && !s.contains("contains")) ||
-                              ((k == "dependencies" || k == "dependentRequired" || k == "dependentSchemas") && v.is_object() && v.empty());
+                              (k == "dependentSchemas" && v.is_object() && v.empty());
         if (!harmless) return errorf("JSON Schema keyword '%s' is not supported", k.c_str());
     }
     if (s.contains("$ref")) {

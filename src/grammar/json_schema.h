@@ -1,18 +1,19 @@
 // JSON Schema → grammar IR (draft-04 … 2020-12 keywords; JSONSchemaBench's forms).
 //
 // Supported: type (incl. lists, OpenAPI nullable), enum / const, properties / required / additionalProperties /
-// patternProperties / propertyNames / minProperties / maxProperties, items / prefixItems / additionalItems /
+// patternProperties / propertyNames / minProperties / maxProperties, dependencies / dependentRequired in their
+// list form (a key that is present requires the named keys), items / prefixItems / additionalItems /
 // minItems / maxItems, allOf (merged), anyOf, oneOf (exact when the branches are provably disjoint), $ref /
 // $defs / definitions (JSON pointers within the document, recursion), string minLength / maxLength / pattern /
 // format (date, time, date-time, email, uuid, uri, ipv4, hostname), number / integer minimum / maximum /
 // exclusiveMinimum / exclusiveMaximum (both drafts' forms) / multipleOf. Annotations and unknown (non-standard)
 // keywords are ignored.
-// Refused with an error naming the keyword: not, if / then / else, dependencies / dependentRequired /
+// Refused with an error naming the keyword: not, if / then / else, dependencies with a schema value,
 // dependentSchemas, contains, uniqueItems (true, unless maxItems ≤ 1), unevaluated*, $dynamicRef, remote $ref,
 // unknown formats, and oneOf whose branches may overlap (unless oneof_as_anyof).
 //
-// Object properties are generated in the order of `properties` (then required keys not listed there, then
-// additional properties); JSON whitespace is allowed between tokens. Value schemas become rules of their own
+// Object properties are generated in the order of `properties` (then required keys and keys named by
+// dependencies not listed there, then additional properties); JSON whitespace is allowed between tokens. Value schemas become rules of their own
 // (cached per content), so their masks are shared wherever the same schema appears.
 #pragma once
 #include <nlohmann/json_fwd.hpp>

@@ -160,6 +160,16 @@ Expected<ojson> SchemaCompiler::merge(const ojson& a0, const ojson& b0, int dept
             for (const auto& x : va)
                 for (const auto& y : vb) t.push_back(ojson{{"allOf", ojson::array({x, y})}});
             va = t;
+        } else if (k == "dependencies" || k == "dependentRequired") {  // array form: the names add up per trigger
+            EMBER_REQUIRE(va.is_object() && vb.is_object(), "%s must be an object", k.c_str());
+            for (auto p = vb.begin(); p != vb.end(); ++p) {
+                if (!va.contains(p.key())) { va[p.key()] = p.value(); continue; }
+                ojson& x = va[p.key()];
+                EMBER_REQUIRE(x.is_array() && p.value().is_array(),
+                              "JSON Schema keyword '%s' with a schema (not a list of names) is not supported", k.c_str());
+                for (const auto& r : p.value())
+                    if (std::find(x.begin(), x.end(), r) == x.end()) x.push_back(r);
+            }
         } else if (k == "uniqueItems") {
             va = va.get<bool>() || vb.get<bool>();
         } else if (k == "format") {
@@ -275,7 +285,8 @@ Expected<bool> SchemaCompiler::enum_value_ok(const ojson& s, const ojson& v) {
     }
     if (v.is_object() || v.is_array())
         for (const char* k : {"properties", "required", "items", "prefixItems", "additionalProperties", "minItems",
-                              "maxItems", "minProperties", "maxProperties", "patternProperties"})
+                              "maxItems", "minProperties", "maxProperties", "patternProperties", "dependencies",
+                              "dependentRequired"})
             if (s.contains(k)) return errorf("enum of objects / arrays together with '%s' is not supported", k);
     return true;
 }

@@ -2,6 +2,7 @@
 // where minProperties / maxProperties / minItems / maxItems need it; additional keys split into regions by the
 // patterns they match (byte DFA intersections / complements of the quoted key).
 #include <algorithm>
+#include <map>
 #include <set>
 
 #include "grammar/byte_dfa.h"
@@ -26,6 +27,28 @@ Expected<int64_t> count_kw(const ojson& s, const char* k, int64_t dflt) {
 // The quoted JSON encoding of keys, as a DFA over its bytes, from an expression of `lex`.
 Expected<ByteDfa> quoted(GrammarIR& lex, int content) {
     return dfa_from_expr(lex, lex.seq({lex.byte('"'), content, lex.byte('"')}));
+}
+
+// dependencies / dependentRequired in their array form: (trigger, names that must be present with it). A
+// schema value (draft ≤ 7 "schema dependencies") is refused naming the keyword; true / {} asserts nothing.
+Expected<std::vector<std::pair<std::string, std::vector<std::string>>>> property_dependencies(const ojson& s) {
+    std::vector<std::pair<std::string, std::vector<std::string>>> deps;
+    for (const char* kw : {"dependencies", "dependentRequired"}) {
+        if (!s.contains(kw)) continue;
+        EMBER_REQUIRE(s[kw].is_object(), "%s must be an object", kw);
+        for (auto it = s[kw].begin(); it != s[kw].end(); ++it) {
+            const ojson& v = it.value();
+            if (v == true || (v.is_object() && v.empty())) continue;
+            if (!v.is_array()) return errorf("JSON Schema keyword '%s' with a schema (not a list of names) is not supported", kw);
+            std::vector<std::string> names;
+            for (const auto& x : v) {
+                EMBER_REQUIRE(x.is_string(), "%s must list property names", kw);
+                if (x.get<std::string>() != it.key()) names.push_back(x.get<std::string>());
+            }
+            if (!names.empty()) deps.push_back({it.key(), std::move(names)});
+        }
+    }
+    return deps;
 }
 
 // Any quoted JSON string, as a DFA: the same for every object, built once.
@@ -98,12 +121,20 @@ Expected<int> SchemaCompiler::object_expr(const ojson& s) {
         EMBER_ASSIGN(int e, json::string_expr(lex, c));
         EMBER_ASSIGN(names, dfa_from_expr(lex, e));
     }
-    // Listed keys: required ones missing from `properties` take the additional / pattern schemas.
-    for (const std::string& r : required)
-        if (!listed.count(r)) props.push_back({r, nullptr});
+    // Listed keys: required ones missing from `properties` take the additional / pattern schemas; so do the
+    // names dependencies mention (every key they constrain gets a slot in the member order).
+    EMBER_ASSIGN(auto deps, property_dependencies(s));
+    auto list = [&](const std::string& k) {
+        if (listed.insert(k).second) props.push_back({k, nullptr});
+    };
+    for (const std::string& r : required) list(r);
+    for (auto& [trigger, names] : deps) {
+        list(trigger);
+        for (const std::string& k : names) list(k);
+    }
     std::vector<int> kv;        // per listed key: key ws ':' ws value
     std::vector<bool> must;     // required
-    std::vector<std::string> keys_enc;
+    std::vector<std::string> keys_enc, keys;
     for (auto& [k, sch] : props) {
         const std::string enc_k = json::encode_string(k);
         if (!dfa_matches(has_names ? names : any_key, enc_k)) {  // propertyNames forbids it
@@ -121,6 +152,7 @@ Expected<int> SchemaCompiler::object_expr(const ojson& s) {
         kv.push_back(g.seq({g.literal(enc_k), ws(), g.byte(':'), ws(), v}));
         must.push_back(required.count(k) > 0);
         keys_enc.push_back(enc_k);
+        keys.push_back(k);
     }
     // Additional keys: regions by the set of patterns matched; listed keys excluded.
     int extra = -1;
@@ -161,31 +193,65 @@ Expected<int> SchemaCompiler::object_expr(const ojson& s) {
         }
         if (!alts.empty()) extra = g.alt(alts);
     }
-    // Members: states (i, c) — i listed keys decided, c members written (saturating at C).
+    // Members: states (i, c, d) — i listed keys decided, c members written (saturating at C), d which keys that
+    // dependencies mention were written (one bit each): a key whose dependency names come earlier needs them
+    // written; a key named by an earlier written one cannot be skipped.
     EMBER_ASSIGN(int64_t min_p, count_kw(s, "minProperties", 0));
     EMBER_ASSIGN(int64_t max_p, count_kw(s, "maxProperties", -1));
     EMBER_REQUIRE(min_p <= kMaxCount && max_p <= kMaxCount, "minProperties / maxProperties beyond %lld are not supported",
                   (long long)kMaxCount);
     const int64_t n = int64_t(kv.size());
+    std::map<std::string, int64_t> pos;
+    for (int64_t i = 0; i < n; ++i) pos[keys[size_t(i)]] = i;
+    std::vector<std::vector<int64_t>> needs(static_cast<size_t>(n));  // per key: the keys it requires (dependencies)
+    std::vector<bool> takable(size_t(n), true);
+    std::vector<int> bit(size_t(n), -1);
+    int n_bits = 0;
+    for (auto& [trigger, names] : deps) {
+        if (!pos.count(trigger)) continue;  // propertyNames forbids it: never present
+        const int64_t a = pos[trigger];
+        for (const std::string& k : names) {
+            if (!pos.count(k)) {  // a required name that cannot be written
+                takable[size_t(a)] = false;
+                continue;
+            }
+            needs[size_t(a)].push_back(pos[k]);
+            for (int64_t x : {a, pos[k]})
+                if (bit[size_t(x)] < 0) bit[size_t(x)] = n_bits++;
+        }
+        if (!takable[size_t(a)] && must[size_t(a)]) return g.nothing();
+    }
+    EMBER_REQUIRE(n_bits <= 12, "'dependencies' over more than 12 properties is not supported");
     const int64_t C = max_p >= 0 ? max_p : std::max<int64_t>(min_p, 1);
-    EMBER_REQUIRE((n + 1) * (C + 1) <= 1000000, "object automaton too large (properties × count)");
+    const int64_t D = int64_t(1) << n_bits;
+    EMBER_REQUIRE((n + 1) * (C + 1) * D <= 1000000, "object automaton too large (properties × count × dependencies)");
+    auto written = [&](int64_t d, int64_t k) { return bit[size_t(k)] >= 0 && (d >> bit[size_t(k)] & 1); };
     Graph gr;
-    gr.n_states = int((n + 1) * (C + 1));
-    auto id = [&](int64_t i, int64_t c) { return int(i * (C + 1) + c); };
+    gr.n_states = int((n + 1) * (C + 1) * D);
+    auto id = [&](int64_t i, int64_t c, int64_t d) { return int((i * (C + 1) + c) * D + d); };
     auto member = [&](int e, int64_t c) { return c > 0 ? g.seq({sep(), e}) : e; };
     for (int64_t i = 0; i <= n; ++i)
-        for (int64_t c = 0; c <= C; ++c) {
-            const int64_t c1 = max_p >= 0 ? c + 1 : std::min(c + 1, C);
-            if (i < n) {
-                if (c1 <= C && (max_p < 0 || c + 1 <= max_p)) gr.edges.push_back({id(i, c), id(i + 1, c1), member(kv[size_t(i)], c)});
-                if (!must[size_t(i)]) gr.edges.push_back({id(i, c), id(i + 1, c), -1});
-            } else if (extra >= 0 && (max_p < 0 || c + 1 <= max_p)) {
-                gr.edges.push_back({id(i, c), id(i, c1), member(extra, c)});
+        for (int64_t c = 0; c <= C; ++c)
+            for (int64_t d = 0; d < D; ++d) {
+                const int64_t c1 = max_p >= 0 ? c + 1 : std::min(c + 1, C);
+                if (i < n) {
+                    bool take = takable[size_t(i)], skip = !must[size_t(i)];
+                    for (int64_t k : needs[size_t(i)]) take = take && (k > i || written(d, k));
+                    for (int64_t a = 0; a < i && skip; ++a)
+                        if (written(d, a))
+                            for (int64_t k : needs[size_t(a)]) skip = skip && k != i;
+                    const int64_t d1 = bit[size_t(i)] >= 0 ? d | (int64_t(1) << bit[size_t(i)]) : d;
+                    if (take && c1 <= C && (max_p < 0 || c + 1 <= max_p))
+                        gr.edges.push_back({id(i, c, d), id(i + 1, c1, d1), member(kv[size_t(i)], c)});
+                    if (skip) gr.edges.push_back({id(i, c, d), id(i + 1, c, d), -1});
+                } else if (extra >= 0 && (max_p < 0 || c + 1 <= max_p)) {
+                    gr.edges.push_back({id(i, c, d), id(i, c1, d), member(extra, c)});
+                }
             }
-        }
     for (int64_t c = 0; c <= C; ++c)
-        if (c >= min_p) gr.finals.push_back(id(n, c));
-    gr.start = id(0, 0);
+        if (c >= min_p)
+            for (int64_t d = 0; d < D; ++d) gr.finals.push_back(id(n, c, d));
+    gr.start = id(0, 0, 0);
     return g.seq({g.byte('{'), ws(), g.graph(std::move(gr)), ws(), g.byte('}')});
 }
 

@@ -72,6 +72,17 @@ TEST(JsonSchema, KeywordsAcceptAndReject) {
         {R"({"$defs":{"node":{"type":"object","properties":{"v":{"type":"integer"},"next":{"$ref":"#/$defs/node"}},"required":["v"],"additionalProperties":false}},"$ref":"#/$defs/node"})",
          {"{\"v\":1}", "{\"v\":1,\"next\":{\"v\":2,\"next\":{\"v\":3}}}"}, {"{\"v\":1,\"next\":{}}"}},
         {R"({"type":"object","required":["k"],"additionalProperties":false})", {}, {"{}", "{\"k\":1}"}},
+        // dependencies (list form): a needs b, c needs a; the needed key may come before or after
+        {R"({"type":"object","properties":{"a":{"type":"integer"},"b":{"type":"integer"},"c":{"type":"integer"}},"dependencies":{"a":["b"],"c":["a"]}})",
+         {"{}", "{\"b\":1}", "{\"a\":1,\"b\":2}", "{\"a\":1,\"b\":2,\"c\":3}", "{\"b\":2,\"x\":0}"},
+         {"{\"a\":1}", "{\"b\":1,\"c\":3}", "{\"a\":1,\"c\":3}", "{\"c\":3}"}},
+        {R"({"type":"object","properties":{"a":{"type":"integer"},"b":{"type":"integer"}},"dependentRequired":{"b":["a"]},"additionalProperties":false})",
+         {"{\"a\":1,\"b\":2}", "{\"a\":1}", "{}"}, {"{\"b\":2}"}},
+        // a trigger and a needed key that are not in properties get slots of their own (additional schema)
+        {R"({"type":"object","properties":{"a":{"type":"integer"}},"dependencies":{"z":["y"]},"additionalProperties":{"type":"boolean"}})",
+         {"{\"a\":1,\"z\":true,\"y\":false}", "{\"q\":true}", "{\"y\":true}"}, {"{\"z\":true}", "{\"z\":1,\"y\":true}"}},
+        {R"({"allOf":[{"dependencies":{"a":["b"]}},{"dependencies":{"a":["c"]}}],"properties":{"a":{},"b":{},"c":{}}})",
+         {"{\"a\":1,\"b\":2,\"c\":3}", "{\"b\":2}"}, {"{\"a\":1,\"b\":2}", "{\"a\":1,\"c\":3}"}},
         {R"(true)", {"[]", "{\"a\":[1,{\"b\":null}]}", "\"x\"", "-0.5e3"}, {"[", "{\"a\"}"}},
     };
     for (const Case& c : cases) {
@@ -94,7 +105,8 @@ TEST(JsonSchema, RefusedKeywordsNameThemselves) {
         {R"({"if":{"type":"string"},"then":{"minLength":1}})", "'if'"},
         {R"({"type":"array","uniqueItems":true})", "'uniqueItems'"},
         {R"({"type":"array","contains":{"type":"integer"}})", "'contains'"},
-        {R"({"dependentRequired":{"a":["b"]}})", "'dependentRequired'"},
+        {R"({"dependencies":{"a":{"required":["b"]}}})", "'dependencies'"},
+        {R"({"dependentSchemas":{"a":{"required":["b"]}}})", "'dependentSchemas'"},
         {R"({"$ref":"http://example.com/s.json"})", "only references within the document"},
         {R"({"$ref":"#/definitions/missing"})", "does not resolve"},
         {R"({"type":"string","format":"color"})", "'color'"},
@@ -166,6 +178,7 @@ TEST(JsonSchema, MasksAgainstBruteForce) {
         R"({"type":"object","patternProperties":{"^x":{"type":"null"}},"additionalProperties":{"type":"array","items":{"type":"integer"}}})",
         // additional keys must differ from the listed names: chains of key-prefix states for the plain-token slice
         R"({"type":"object","properties":{"ab":{"type":"integer"},"abba":{"type":"null"},"ba":{"type":"string","maxLength":3}}})",
+        R"({"type":"object","properties":{"a":{"type":"integer"},"b":{"type":"null"},"n":{"type":"boolean"}},"dependencies":{"n":["a"],"a":["b"]}})",
     };
     for (const char* s : schemas) {
         auto ir = json_schema_grammar(s);
