@@ -53,6 +53,20 @@ std::string pointer_unescape(const std::string& s) {
     return out;
 }
 
+// Branches that are objects of `required` (a list of names) and annotations only.
+bool required_lists_only(const ojson& branches) {
+    for (const auto& b : branches) {
+        if (!b.is_object()) return false;
+        for (auto it = b.begin(); it != b.end(); ++it) {
+            if (is_annotation(it.key())) continue;
+            if (it.key() != "required" || !it.value().is_array()) return false;
+            for (const auto& x : it.value())
+                if (!x.is_string()) return false;
+        }
+    }
+    return true;
+}
+
 }  // namespace
 
 bool is_annotation(const std::string& k) { return kAnnotations.count(k) > 0; }
@@ -256,6 +270,18 @@ Expected<int> SchemaCompiler::value(const ojson& s) {
         EMBER_REQUIRE(s[key].is_array() && !s[key].empty(), "%s must be a non-empty array", key);
         ojson base = s;
         base.erase(key);
+        // oneOf of branches that only list required keys: exactly one list complete. Objects only (every branch
+        // holds for any other value, so two or more branches reject it); the object automaton checks the lists
+        // by which keys were written (json_schema_object.cpp, kPresenceKeyword).
+        if (std::string(key) == "oneOf" && s[key].size() >= 2 && required_lists_only(s[key])) {
+            EMBER_ASSIGN(ojson m, merge(base, ojson{{"type", "object"}}));
+            if (m.is_boolean()) return value(own(std::move(m)));
+            ojson lists = ojson::array();
+            for (const auto& br : s[key]) lists.push_back(br.contains("required") ? br["required"] : ojson::array());
+            if (!m.contains(kPresenceKeyword)) m[kPresenceKeyword] = ojson::array();
+            m[kPresenceKeyword].push_back(ojson{{"oneOf", lists}});
+            return value(own(std::move(m)));
+        }
         bool trivial = true;
         for (auto it = base.begin(); it != base.end(); ++it) trivial = trivial && is_annotation(it.key());
         std::vector<const ojson*> branches;

@@ -12,6 +12,11 @@ namespace ember::grammar {
 
 using ojson = nlohmann::ordered_json;
 
+// Presence constraints the compiler attaches to an object schema: [{"oneOf": [[names], ...]}, ...] — exactly one
+// list complete, per entry (from oneOf of required-only branches). A user schema that spells this keyword gets it
+// interpreted the same way.
+inline constexpr const char* kPresenceKeyword = "$ember:presence";
+
 class SchemaCompiler {
 public:
     SchemaCompiler(const ojson& root, const JsonSchemaOptions& opt);

@@ -160,6 +160,8 @@ Expected<ojson> SchemaCompiler::merge(const ojson& a0, const ojson& b0, int dept
             for (const auto& x : va)
                 for (const auto& y : vb) t.push_back(ojson{{"allOf", ojson::array({x, y})}});
             va = t;
+        } else if (k == kPresenceKeyword) {  // both constraints hold
+            for (const auto& x : vb) va.push_back(x);
         } else if (k == "dependencies" || k == "dependentRequired") {  // array form: the names add up per trigger
             EMBER_REQUIRE(va.is_object() && vb.is_object(), "%s must be an object", k.c_str());
             for (auto p = vb.begin(); p != vb.end(); ++p) {
@@ -286,7 +288,7 @@ Expected<bool> SchemaCompiler::enum_value_ok(const ojson& s, const ojson& v) {
     if (v.is_object() || v.is_array())
         for (const char* k : {"properties", "required", "items", "prefixItems", "additionalProperties", "minItems",
                               "maxItems", "minProperties", "maxProperties", "patternProperties", "dependencies",
-                              "dependentRequired"})
+                              "dependentRequired", kPresenceKeyword})
             if (s.contains(k)) return errorf("enum of objects / arrays together with '%s' is not supported", k);
     return true;
 }

@@ -132,6 +132,24 @@ Expected<int> SchemaCompiler::object_expr(const ojson& s) {
         list(trigger);
         for (const std::string& k : names) list(k);
     }
+    // Presence constraints (json_schema_impl.h kPresenceKeyword): per constraint, its lists of names.
+    std::vector<std::vector<std::vector<std::string>>> one_of;
+    if (s.contains(kPresenceKeyword)) {
+        for (const auto& c : s[kPresenceKeyword]) {
+            EMBER_REQUIRE(c.is_object() && c.contains("oneOf") && c["oneOf"].is_array(), "%s: malformed", kPresenceKeyword);
+            std::vector<std::vector<std::string>> lists;
+            for (const auto& l : c["oneOf"]) {
+                EMBER_REQUIRE(l.is_array(), "%s: malformed", kPresenceKeyword);
+                lists.emplace_back();
+                for (const auto& x : l) {
+                    EMBER_REQUIRE(x.is_string(), "%s: malformed", kPresenceKeyword);
+                    lists.back().push_back(x.get<std::string>());
+                    list(x.get<std::string>());
+                }
+            }
+            one_of.push_back(std::move(lists));
+        }
+    }
     std::vector<int> kv;        // per listed key: key ws ':' ws value
     std::vector<bool> must;     // required
     std::vector<std::string> keys_enc, keys;
@@ -194,8 +212,9 @@ Expected<int> SchemaCompiler::object_expr(const ojson& s) {
         if (!alts.empty()) extra = g.alt(alts);
     }
     // Members: states (i, c, d) — i listed keys decided, c members written (saturating at C), d which keys that
-    // dependencies mention were written (one bit each): a key whose dependency names come earlier needs them
-    // written; a key named by an earlier written one cannot be skipped.
+    // dependencies or presence constraints mention were written (one bit each): a key whose dependency names come
+    // earlier needs them written; a key named by an earlier written one cannot be skipped; the final states are
+    // those where each presence constraint has exactly one complete list.
     EMBER_ASSIGN(int64_t min_p, count_kw(s, "minProperties", 0));
     EMBER_ASSIGN(int64_t max_p, count_kw(s, "maxProperties", -1));
     EMBER_REQUIRE(min_p <= kMaxCount && max_p <= kMaxCount, "minProperties / maxProperties beyond %lld are not supported",
@@ -221,11 +240,41 @@ Expected<int> SchemaCompiler::object_expr(const ojson& s) {
         }
         if (!takable[size_t(a)] && must[size_t(a)]) return g.nothing();
     }
-    EMBER_REQUIRE(n_bits <= 12, "'dependencies' over more than 12 properties is not supported");
+    // Per constraint and list: the keys' indices, or empty with possible = false when a name cannot be written.
+    struct KeyList {
+        std::vector<int64_t> keys;
+        bool possible = true;
+    };
+    std::vector<std::vector<KeyList>> one_of_keys;
+    for (const auto& lists : one_of) {
+        one_of_keys.emplace_back();
+        for (const auto& names : lists) {
+            KeyList kl;
+            for (const std::string& k : names) {
+                if (!pos.count(k)) { kl.possible = false; continue; }
+                kl.keys.push_back(pos[k]);
+                if (bit[size_t(pos[k])] < 0) bit[size_t(pos[k])] = n_bits++;
+            }
+            one_of_keys.back().push_back(std::move(kl));
+        }
+    }
+    EMBER_REQUIRE(n_bits <= 12, "'dependencies' / 'oneOf' of required lists over more than 12 properties is not supported");
     const int64_t C = max_p >= 0 ? max_p : std::max<int64_t>(min_p, 1);
     const int64_t D = int64_t(1) << n_bits;
     EMBER_REQUIRE((n + 1) * (C + 1) * D <= 1000000, "object automaton too large (properties × count × dependencies)");
     auto written = [&](int64_t d, int64_t k) { return bit[size_t(k)] >= 0 && (d >> bit[size_t(k)] & 1); };
+    auto presence_ok = [&](int64_t d) {  // every constraint: exactly one list complete
+        for (const auto& lists : one_of_keys) {
+            int complete = 0;
+            for (const KeyList& kl : lists) {
+                bool all = kl.possible;
+                for (int64_t k : kl.keys) all = all && written(d, k);
+                complete += all;
+            }
+            if (complete != 1) return false;
+        }
+        return true;
+    };
     Graph gr;
     gr.n_states = int((n + 1) * (C + 1) * D);
     auto id = [&](int64_t i, int64_t c, int64_t d) { return int((i * (C + 1) + c) * D + d); };
@@ -250,7 +299,8 @@ Expected<int> SchemaCompiler::object_expr(const ojson& s) {
             }
     for (int64_t c = 0; c <= C; ++c)
         if (c >= min_p)
-            for (int64_t d = 0; d < D; ++d) gr.finals.push_back(id(n, c, d));
+            for (int64_t d = 0; d < D; ++d)
+                if (presence_ok(d)) gr.finals.push_back(id(n, c, d));
     gr.start = id(0, 0, 0);
     return g.seq({g.byte('{'), ws(), g.graph(std::move(gr)), ws(), g.byte('}')});
 }

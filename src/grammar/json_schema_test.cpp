@@ -81,6 +81,12 @@ TEST(JsonSchema, KeywordsAcceptAndReject) {
         // a trigger and a needed key that are not in properties get slots of their own (additional schema)
         {R"({"type":"object","properties":{"a":{"type":"integer"}},"dependencies":{"z":["y"]},"additionalProperties":{"type":"boolean"}})",
          {"{\"a\":1,\"z\":true,\"y\":false}", "{\"q\":true}", "{\"y\":true}"}, {"{\"z\":true}", "{\"z\":1,\"y\":true}"}},
+        // oneOf of required lists: exactly one list complete (objects only)
+        {R"({"type":"object","properties":{"a":{},"b":{},"c":{}},"oneOf":[{"required":["a","b"]},{"required":["c"]}]})",
+         {"{\"a\":1,\"b\":2}", "{\"c\":3}", "{\"a\":1,\"c\":3}", "{\"b\":[],\"c\":3,\"z\":0}"},
+         {"{}", "{\"a\":1}", "{\"a\":1,\"b\":2,\"c\":3}", "\"x\""}},
+        {R"({"oneOf":[{"required":["a"],"description":"d"},{"required":["b"]}]})", {"{\"a\":1}", "{\"b\":1,\"x\":2}"},
+         {"{\"a\":1,\"b\":2}", "{}", "\"s\"", "5"}},
         {R"({"allOf":[{"dependencies":{"a":["b"]}},{"dependencies":{"a":["c"]}}],"properties":{"a":{},"b":{},"c":{}}})",
          {"{\"a\":1,\"b\":2,\"c\":3}", "{\"b\":2}"}, {"{\"a\":1,\"b\":2}", "{\"a\":1,\"c\":3}"}},
         {R"(true)", {"[]", "{\"a\":[1,{\"b\":null}]}", "\"x\"", "-0.5e3"}, {"[", "{\"a\"}"}},
@@ -179,6 +185,7 @@ TEST(JsonSchema, MasksAgainstBruteForce) {
         // additional keys must differ from the listed names: chains of key-prefix states for the plain-token slice
         R"({"type":"object","properties":{"ab":{"type":"integer"},"abba":{"type":"null"},"ba":{"type":"string","maxLength":3}}})",
         R"({"type":"object","properties":{"a":{"type":"integer"},"b":{"type":"null"},"n":{"type":"boolean"}},"dependencies":{"n":["a"],"a":["b"]}})",
+        R"({"type":"object","properties":{"a":{"type":"integer"},"b":{"type":"null"}},"oneOf":[{"required":["a"]},{"required":["b"]}]})",
     };
     for (const char* s : schemas) {
         auto ir = json_schema_grammar(s);
