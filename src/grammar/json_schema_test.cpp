@@ -81,6 +81,15 @@ TEST(JsonSchema, KeywordsAcceptAndReject) {
         // a trigger and a needed key that are not in properties get slots of their own (additional schema)
         {R"({"type":"object","properties":{"a":{"type":"integer"}},"dependencies":{"z":["y"]},"additionalProperties":{"type":"boolean"}})",
          {"{\"a\":1,\"z\":true,\"y\":false}", "{\"q\":true}", "{\"y\":true}"}, {"{\"z\":true}", "{\"z\":1,\"y\":true}"}},
+        // not of a schema that accepts everything (a forbidden property), not false (no constraint)
+        {R"({"type":"object","properties":{"a":{"not":{}},"b":{"not":false}}})", {"{}", "{\"b\":[1]}", "{\"c\":1}"},
+         {"{\"a\":1}", "{\"a\":null}"}},
+        {R"({"not":{"description":"anything"}})", {}, {"1"}},
+        // schema dependencies: objects without the key, or with it and the schema
+        {R"({"type":"object","properties":{"a":{"type":"integer"},"t":{"type":"string"}},"dependencies":{"a":{"properties":{"t":{"enum":["x"]}}}}})",
+         {"{\"t\":\"y\"}", "{\"a\":1,\"t\":\"x\"}", "{\"a\":1}", "{}"}, {"{\"a\":1,\"t\":\"y\"}", "{\"a\":\"s\"}"}},
+        {R"({"dependentSchemas":{"a":{"required":["b"]}}})", {"{\"a\":1,\"b\":2}", "{\"b\":2}", "{}", "\"s\"", "3"},
+         {"{\"a\":1}", "{\"a\":1,\"c\":2}"}},
         // oneOf of required lists: exactly one list complete (objects only)
         {R"({"type":"object","properties":{"a":{},"b":{},"c":{}},"oneOf":[{"required":["a","b"]},{"required":["c"]}]})",
          {"{\"a\":1,\"b\":2}", "{\"c\":3}", "{\"a\":1,\"c\":3}", "{\"b\":[],\"c\":3,\"z\":0}"},
@@ -111,8 +120,7 @@ TEST(JsonSchema, RefusedKeywordsNameThemselves) {
         {R"({"if":{"type":"string"},"then":{"minLength":1}})", "'if'"},
         {R"({"type":"array","uniqueItems":true})", "'uniqueItems'"},
         {R"({"type":"array","contains":{"type":"integer"}})", "'contains'"},
-        {R"({"dependencies":{"a":{"required":["b"]}}})", "'dependencies'"},
-        {R"({"dependentSchemas":{"a":{"required":["b"]}}})", "'dependentSchemas'"},
+        {R"({"dependencies":{"a":{"not":{"type":"string"}}}})", "'not'"},
         {R"({"$ref":"http://example.com/s.json"})", "only references within the document"},
         {R"({"$ref":"#/definitions/missing"})", "does not resolve"},
         {R"({"type":"string","format":"color"})", "'color'"},
@@ -186,6 +194,7 @@ TEST(JsonSchema, MasksAgainstBruteForce) {
         R"({"type":"object","properties":{"ab":{"type":"integer"},"abba":{"type":"null"},"ba":{"type":"string","maxLength":3}}})",
         R"({"type":"object","properties":{"a":{"type":"integer"},"b":{"type":"null"},"n":{"type":"boolean"}},"dependencies":{"n":["a"],"a":["b"]}})",
         R"({"type":"object","properties":{"a":{"type":"integer"},"b":{"type":"null"}},"oneOf":[{"required":["a"]},{"required":["b"]}]})",
+        R"({"type":"object","properties":{"a":{"type":"integer"},"t":{"type":"string"}},"dependencies":{"a":{"properties":{"t":{"maxLength":1}}}}})",
     };
     for (const char* s : schemas) {
         auto ir = json_schema_grammar(s);
