@@ -15,8 +15,9 @@
 // (unless oneof_as_anyof).
 //
 // Object properties are generated in the order of `properties` (then required keys and keys named by
-// dependencies not listed there, then additional properties); JSON whitespace is allowed between tokens. Value schemas become rules of their own
-// (cached per content), so their masks are shared wherever the same schema appears.
+// dependencies not listed there, then additional properties); JSON whitespace is allowed between tokens. Value
+// schemas become rules of their own (cached per content), so their masks are shared wherever the same schema
+// appears.
 #pragma once
 #include <nlohmann/json_fwd.hpp>
 #include <string_view>
