@@ -122,7 +122,8 @@ void Runtime::walk_fast(const Trie& T, uint32_t at, int32_t head, OnTok& on_tok,
     int32_t* st = dfa_.data();
     st[T.depth[at]] = gs_[size_t(head)];
     Config popped;
-    bool have_popped = false;
+    bool have_popped = false, popped_sentinel = false;  // the frame's pop, once: p's closure may pop again, up
+                                                        // to a sentinel (then the token leaves the inner frame)
     const uint32_t stop = T.end[at];
     uint32_t j = at + 1;
     while (j < stop) {
@@ -152,9 +153,10 @@ void Runtime::walk_fast(const Trie& T, uint32_t at, int32_t head, OnTok& on_tok,
                     on_edge(j);
                 } else {
                     if (!have_popped) {
-                        closure(&p, 1, popped, nullptr);
+                        closure(&p, 1, popped, &popped_sentinel);
                         have_popped = true;
                     }
+                    if (popped_sentinel) on_edge(j);
                     if (!popped.heads.empty()) {
                         walk(T, j, popped, on_tok, on_edge);
                         st[T.depth[j]] = s;  // the nested walk may start its own DFA loop at this depth

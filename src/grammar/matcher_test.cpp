@@ -146,6 +146,17 @@ TEST(Mask, RegexAgainstBruteForce) {
 
 // Closing: from random reachable states of the JSON grammar, following the closing mask ends the text in at most
 // completion_distance() tokens, each step shortening the distance.
+// A token that ends a called rule, then the rule that called it (which can pop there), then goes on in the
+// caller's caller: "()," from x after "k" leaves y and x and takes the ",". The fast DFA loop inside y must pass
+// the second pop on as an edge of x's frame.
+TEST(Mask, TokenPoppingTwoFramesAgainstBruteForce) {
+    auto v = test::synthetic_vocab({"()", "(),", "(),k", "),", "), ", " (", " ()", " (),", "[()]", "[()],", "k (),", "m"},
+                                   "km ()[],", 200, 17);
+    auto ir = parse_gbnf("root ::= x (\",\" x)*\nx ::= \"k\" \" \"? y | \"m\" x\ny ::= \"(\" \")\" | \"[\" y \"]\"");
+    ASSERT_TRUE(ir.is_ok()) << ir.message();
+    EXPECT_GT(test::compare_masks_on_walks(ir.value(), v, 40, 12, 3), 100);
+}
+
 TEST(Matcher, ClosingMaskEndsTheText) {
     auto ir = parse_gbnf(kJsonGbnf);
     ASSERT_TRUE(ir.is_ok());
