@@ -15,7 +15,8 @@
 // (unless oneof_as_anyof).
 //
 // Object properties are generated in the order of `properties` (then required keys and keys named by
-// dependencies not listed there, then additional properties); JSON whitespace is allowed between tokens. Value
+// dependencies not listed there, then additional properties); an object of at most 2 such listed keys takes them
+// in any order (additional properties after them). JSON whitespace is allowed between tokens. Value
 // schemas become rules of their own (cached per content), so their masks are shared wherever the same schema
 // appears.
 #pragma once

@@ -81,6 +81,14 @@ TEST(JsonSchema, KeywordsAcceptAndReject) {
         // a trigger and a needed key that are not in properties get slots of their own (additional schema)
         {R"({"type":"object","properties":{"a":{"type":"integer"}},"dependencies":{"z":["y"]},"additionalProperties":{"type":"boolean"}})",
          {"{\"a\":1,\"z\":true,\"y\":false}", "{\"q\":true}", "{\"y\":true}"}, {"{\"z\":true}", "{\"z\":1,\"y\":true}"}},
+        // at most 2 listed keys: in any order (additional keys after them), never twice
+        {R"({"type":"object","properties":{"a":{"type":"integer"},"b":{"type":"string"}},"required":["a"]})",
+         {"{\"b\":\"x\",\"a\":1}", "{\"a\":1,\"b\":\"x\"}", "{\"a\":1,\"z\":0}", "{\"b\":\"x\",\"a\":1,\"z\":[]}"},
+         {"{\"b\":\"x\"}", "{\"a\":1,\"a\":2}", "{\"b\":\"x\",\"a\":1,\"b\":\"y\"}", "{\"b\":1,\"a\":1}"}},
+        {R"({"type":"object","properties":{"a":{},"b":{}},"dependencies":{"b":["a"]},"additionalProperties":false})",
+         {"{\"b\":1,\"a\":2}", "{\"a\":1}", "{}"}, {"{\"b\":1}", "{\"b\":1,\"c\":2}"}},
+        {R"({"type":"object","properties":{"a":{},"b":{},"c":{}},"additionalProperties":false})", {"{\"a\":1,\"c\":2}"},
+         {"{\"a\":1,\"a\":1}", "{\"d\":1}"}},
         // not of a schema that accepts everything (a forbidden property), not false (no constraint)
         {R"({"type":"object","properties":{"a":{"not":{}},"b":{"not":false}}})", {"{}", "{\"b\":[1]}", "{\"c\":1}"},
          {"{\"a\":1}", "{\"a\":null}"}},
@@ -195,6 +203,7 @@ TEST(JsonSchema, MasksAgainstBruteForce) {
         R"({"type":"object","properties":{"a":{"type":"integer"},"b":{"type":"null"},"n":{"type":"boolean"}},"dependencies":{"n":["a"],"a":["b"]}})",
         R"({"type":"object","properties":{"a":{"type":"integer"},"b":{"type":"null"}},"oneOf":[{"required":["a"]},{"required":["b"]}]})",
         R"({"type":"object","properties":{"a":{"type":"integer"},"t":{"type":"string"}},"dependencies":{"a":{"properties":{"t":{"maxLength":1}}}}})",
+        R"({"type":"object","properties":{"na":{"type":"integer"},"b":{"type":"null"}},"required":["b"],"minProperties":2})",
     };
     for (const char* s : schemas) {
         auto ir = json_schema_grammar(s);
