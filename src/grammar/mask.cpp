@@ -18,6 +18,7 @@ inline int bits32(uint32_t x) {
 }
 }
 
+namespace {
 // Token ids gathered into bit words, with a summary bit per word that received one, so that storing a sparse
 // set reads only those words instead of all 7,760 of a 248k mask (most masks outside free strings hold a few
 // dozen tokens).
@@ -56,6 +57,7 @@ struct IdCollector {
         ts.store(w, n_words);
     }
 };
+}  // namespace
 
 void TokenSet::or_into(uint32_t* w) const {
     if (!dense.empty()) {
@@ -122,8 +124,8 @@ void Runtime::walk_fast(const Trie& T, uint32_t at, int32_t head, OnTok& on_tok,
     int32_t* st = dfa_.data();
     st[T.depth[at]] = gs_[size_t(head)];
     Config popped;
-    bool have_popped = false, popped_sentinel = false;  // the frame's pop, once: p's closure may pop again, up
-                                                        // to a sentinel (then the token leaves the inner frame)
+    // The frame's pop, taken once: p's closure may pop on up to the sentinel (the token then leaves the inner frame).
+    bool have_popped = false, popped_sentinel = false;
     const uint32_t stop = T.end[at];
     uint32_t j = at + 1;
     while (j < stop) {
