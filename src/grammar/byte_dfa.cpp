@@ -2,8 +2,10 @@
 // trimming and Moore partition refinement.
 #include "grammar/byte_dfa.h"
 
+#include <algorithm>
 #include <unordered_map>
 
+#include "grammar/byte_partition.h"
 #include "grammar/compile.h"
 #include "grammar/hopcroft.h"
 
@@ -11,25 +13,13 @@ namespace ember::grammar {
 
 namespace {
 constexpr size_t kMaxProductStates = 200000;
-struct VecHash {
-    size_t operator()(const std::vector<int32_t>& v) const {
-        uint64_t h = 1469598103934665603ull;
-        for (int32_t x : v) h = (h ^ uint32_t(x)) * 1099511628211ull;
-        return size_t(h ^ (h >> 29));
-    }
-};
 // Byte classes of a DFA (bytes whose columns are equal): cls[b] and one representative byte per class.
 int dfa_classes(const ByteDfa& a, uint8_t* cls, std::vector<uint8_t>& rep) {
-    std::unordered_map<std::vector<int32_t>, int, VecHash> ids;
-    rep.clear();
-    std::vector<int32_t> col(size_t(a.n));
-    for (int b = 0; b < 256; ++b) {
-        for (int s = 0; s < a.n; ++s) col[size_t(s)] = a.next[size_t(s) * 256 + size_t(b)];
-        auto it = ids.emplace(col, int(ids.size()));
-        if (it.second) rep.push_back(uint8_t(b));
-        cls[b] = uint8_t(it.first->second);
-    }
-    return int(ids.size());
+    BytePartition p;
+    for (int s = 0; s < a.n; ++s) p.refine_by_row(&a.next[size_t(s) * 256]);
+    std::copy(p.cls, p.cls + 256, cls);
+    rep.assign(p.rep, p.rep + p.n);
+    return p.n;
 }
 
 }  // namespace
@@ -55,79 +45,83 @@ Expected<ByteDfa> dfa_from_expr(GrammarIR& lex, int expr) {
         d.accept[size_t(s)] = c.accepting(s);
         for (int b = 0; b < 256; ++b) d.next[size_t(s) * 256 + size_t(b)] = c.step(s, uint8_t(b));
     }
-    return dfa_minimize(d);
+    return d;  // compile_grammar trimmed and minimised it (one rule; start state 0)
 }
 
 ByteDfa dfa_minimize(const ByteDfa& a) {
     if (a.n == 0) return a;
-    // Trim: reachable from 0 and co-reachable to an accepting state.
     const size_t n = size_t(a.n);
+    // Everything below runs on byte classes: a compact table ct[s * nb + c].
+    BytePartition bp;
+    for (size_t s = 0; s < n; ++s) bp.refine_by_row(&a.next[s * 256]);
+    const size_t nb = size_t(bp.n);
+    std::vector<int32_t> ct(n * nb);
+    for (size_t s = 0; s < n; ++s)
+        for (size_t c = 0; c < nb; ++c) ct[s * nb + c] = a.next[s * 256 + bp.rep[c]];
+    // Trim: reachable from 0 and co-reachable to an accepting state.
     std::vector<bool> reach(n, false), co(n, false);
     std::vector<int32_t> st = {0};
     reach[0] = true;
     while (!st.empty()) {
         const int32_t s = st.back();
         st.pop_back();
-        for (int b = 0; b < 256; ++b) {
-            const int32_t t = a.next[size_t(s) * 256 + size_t(b)];
+        for (size_t c = 0; c < nb; ++c) {
+            const int32_t t = ct[size_t(s) * nb + c];
             if (t >= 0 && !reach[size_t(t)]) { reach[size_t(t)] = true; st.push_back(t); }
         }
     }
-    std::vector<std::vector<int32_t>> rev(n);
-    for (size_t s = 0; s < n; ++s)
-        for (int b = 0; b < 256; ++b) {
-            const int32_t t = a.next[s * 256 + size_t(b)];
-            if (t >= 0) rev[size_t(t)].push_back(int32_t(s));
-        }
+    std::vector<uint32_t> rev_begin(n + 1, 0), rev;
+    for (size_t i = 0; i < ct.size(); ++i)
+        if (ct[i] >= 0) rev_begin[size_t(ct[i]) + 1]++;
+    for (size_t s = 0; s < n; ++s) rev_begin[s + 1] += rev_begin[s];
+    rev.resize(rev_begin[n]);
+    {
+        std::vector<uint32_t> fill(rev_begin.begin(), rev_begin.end() - 1);
+        for (size_t i = 0; i < ct.size(); ++i)
+            if (ct[i] >= 0) rev[fill[size_t(ct[i])]++] = uint32_t(i / nb);
+    }
     for (size_t s = 0; s < n; ++s)
         if (a.accept[s] && reach[s]) { co[s] = true; st.push_back(int32_t(s)); }
     while (!st.empty()) {
         const int32_t s = st.back();
         st.pop_back();
-        for (int32_t p : rev[size_t(s)])
-            if (!co[size_t(p)]) { co[size_t(p)] = true; st.push_back(p); }
+        for (uint32_t k = rev_begin[size_t(s)]; k < rev_begin[size_t(s) + 1]; ++k)
+            if (!co[rev[k]]) { co[rev[k]] = true; st.push_back(int32_t(rev[k])); }
     }
     if (!co[0]) return ByteDfa{};
-    // Hopcroft over the live states, on byte classes (dead targets are −1).
-    uint8_t bcls[256];
-    std::vector<uint8_t> rep;
-    const int nb = dfa_classes(a, bcls, rep);
+    // Minimisation over the live states (dead targets are −1).
     std::vector<int32_t> live_id(n, -1), live;
     for (size_t s = 0; s < n; ++s)
         if (reach[s] && co[s]) { live_id[s] = int32_t(live.size()); live.push_back(int32_t(s)); }
-    std::vector<int32_t> delta(live.size() * size_t(nb)), label(live.size());
+    std::vector<int32_t> delta(live.size() * nb), label(live.size());
     for (size_t i = 0; i < live.size(); ++i) {
         label[i] = a.accept[size_t(live[i])];
-        for (int c = 0; c < nb; ++c) {
-            const int32_t t = a.next[size_t(live[i]) * 256 + rep[size_t(c)]];
-            delta[i * size_t(nb) + size_t(c)] = t >= 0 ? live_id[size_t(t)] : -1;
+        for (size_t c = 0; c < nb; ++c) {
+            const int32_t t = ct[size_t(live[i]) * nb + c];
+            delta[i * nb + c] = t >= 0 ? live_id[size_t(t)] : -1;
         }
     }
-    const std::vector<int32_t> lc = hopcroft_classes(int32_t(live.size()), nb, delta, label);
-    std::vector<int32_t> cls(n, -1);
+    const std::vector<int32_t> lc = hopcroft_classes(int32_t(live.size()), int32_t(nb), delta, label);
     int n_cls = 0;
-    for (size_t i = 0; i < live.size(); ++i) {
-        cls[size_t(live[i])] = lc[i];
-        n_cls = std::max(n_cls, lc[i] + 1);
-    }
-    // Renumber with the start state's class as 0.
-    std::vector<int32_t> order(size_t(n_cls), -1);
+    for (int32_t c : lc) n_cls = std::max(n_cls, c + 1);
+    // Renumber with the start state's class as 0 (live[0] == 0: state 0 is live here), the rest by first state.
+    std::vector<int32_t> order(size_t(n_cls), -1), first(size_t(n_cls), -1);
     int32_t k = 0;
-    order[size_t(cls[0])] = k++;
-    for (size_t s = 0; s < n; ++s)
-        if (cls[s] >= 0 && order[size_t(cls[s])] < 0) order[size_t(cls[s])] = k++;
+    for (size_t i = 0; i < live.size(); ++i)
+        if (order[size_t(lc[i])] < 0) { order[size_t(lc[i])] = k++; first[size_t(lc[i])] = int32_t(i); }
     ByteDfa d;
     d.n = n_cls;
     d.next.assign(size_t(n_cls) * 256, -1);
     d.accept.assign(size_t(n_cls), 0);
-    for (size_t s = 0; s < n; ++s) {
-        if (cls[s] < 0) continue;
-        const int32_t c = order[size_t(cls[s])];
-        d.accept[size_t(c)] = a.accept[s];
-        for (int b = 0; b < 256; ++b) {
-            const int32_t t = a.next[s * 256 + size_t(b)];
-            d.next[size_t(c) * 256 + size_t(b)] = (t >= 0 && cls[size_t(t)] >= 0) ? order[size_t(cls[size_t(t)])] : -1;
+    for (int32_t c = 0; c < n_cls; ++c) {
+        const int32_t i = first[size_t(c)], o = order[size_t(c)];
+        d.accept[size_t(o)] = uint8_t(label[size_t(i)]);
+        int32_t row[256];
+        for (size_t x = 0; x < nb; ++x) {
+            const int32_t t = delta[size_t(i) * nb + x];
+            row[x] = t >= 0 ? order[size_t(lc[size_t(t)])] : -1;
         }
+        for (int b = 0; b < 256; ++b) d.next[size_t(o) * 256 + size_t(b)] = row[bp.cls[b]];
     }
     return d;
 }

@@ -1,10 +1,12 @@
 // Grammar IR → recursive transition network of DFAs (compile.h).
 #include "grammar/compile.h"
+#include "grammar/byte_partition.h"
 #include "grammar/hopcroft.h"
 
 #include <algorithm>
 #include <functional>
 #include <unordered_map>
+#include <unordered_set>
 
 namespace ember::grammar {
 
@@ -152,19 +154,6 @@ private:
     bool inlines(int r) { return g_.rule(r).inline_ok && !recursive_[size_t(r)] && inline_size(r) <= kInlineMaxStates; }
 
     // ---- byte classes -----------------------------------------------------------------------------------
-    // Refines the partition `cls` (n classes) by another labelling of the bytes.
-    static void refine(std::vector<int>& cls, int& n, const std::vector<int>& other) {
-        std::unordered_map<int64_t, int> ids;
-        std::vector<int> next_cls(256);
-        for (int b = 0; b < 256; ++b) {
-            const int64_t key = int64_t(cls[size_t(b)]) * 1000003 + other[size_t(b)];
-            auto it = ids.emplace(key, int(ids.size())).first;
-            next_cls[size_t(b)] = it->second;
-        }
-        cls = next_cls;
-        n = int(ids.size());
-    }
-
     // Expression nodes reachable from the root (through rule references).
     std::vector<int> reachable_nodes() const {
         std::vector<bool> seen_node(size_t(g_.n_nodes()), false), seen_rule(size_t(g_.n_rules()), false);
@@ -187,39 +176,26 @@ private:
     }
 
     void make_byte_classes() {
-        std::vector<int> cls(256, 0);
-        int n = 1;
+        BytePartition p;
+        struct SetHash {
+            size_t operator()(const ByteSet& s) const {
+                return size_t((s.w[0] * 0x9E3779B97F4A7C15ull) ^ (s.w[1] * 0xC2B2AE3D27D4EB4Full) ^
+                              (s.w[2] * 0x165667B19E3779F9ull) ^ (s.w[3] * 0x27D4EB2F165667C5ull));
+            }
+        };
+        std::unordered_set<ByteSet, SetHash> seen;  // each distinct set refines once (literals repeat bytes)
         for (int e : reachable_nodes()) {
             const Node& nd = g_.node(e);
-            std::vector<int> other(256);
-            if (nd.op == Op::BYTES) {  // a two-way split: remap (class, in set) pairs directly
-                std::vector<int> rin(size_t(n), -1), rout(size_t(n), -1);
-                int m = 0;
-                for (int b = 0; b < 256; ++b) {
-                    auto& r = nd.bytes.has(uint8_t(b)) ? rin : rout;
-                    int& c = r[size_t(cls[size_t(b)])];
-                    if (c < 0) c = m++;
-                    cls[size_t(b)] = c;
-                }
-                n = m;
-                continue;
-            } else if (nd.op == Op::DFA) {  // bytes equivalent in the DFA iff their columns are equal
+            if (nd.op == Op::BYTES) {
+                if (seen.insert(nd.bytes).second) p.refine_by_set(nd.bytes);
+            } else if (nd.op == Op::DFA) {  // bytes equivalent in the DFA iff every state sends them alike
                 const ByteDfa& d = g_.dfa_of(e);
-                std::unordered_map<std::vector<int32_t>, int, VecHash> cols;
-                for (int b = 0; b < 256; ++b) {
-                    std::vector<int32_t> col(size_t(d.n));
-                    for (int s = 0; s < d.n; ++s) col[size_t(s)] = d.next[size_t(s) * 256 + size_t(b)];
-                    other[size_t(b)] = cols.emplace(std::move(col), int(cols.size())).first->second;
-                }
-            } else {
-                continue;
+                for (int st = 0; st < d.n; ++st) p.refine_by_row(&d.next[size_t(st) * 256]);
             }
-            refine(cls, n, other);
         }
-        n_classes_ = n;
-        for (int b = 0; b < 256; ++b) byte_class_[b] = uint8_t(cls[size_t(b)]);
-        class_rep_.assign(size_t(n), 0);
-        for (int b = 255; b >= 0; --b) class_rep_[size_t(cls[size_t(b)])] = uint8_t(b);
+        n_classes_ = p.n;
+        for (int b = 0; b < 256; ++b) byte_class_[b] = p.cls[b];
+        class_rep_.assign(p.rep, p.rep + p.n);
     }
 
     // ---- NFA --------------------------------------------------------------------------------------------
@@ -420,47 +396,68 @@ private:
     }
 
     // ---- trimming ---------------------------------------------------------------------------------------
-    // live[r][s]: state s of rule r can reach acceptance (through productive calls). Iterated to a fixed point
-    // over productive rules, then dead edges are removed.
+    // live(r, s): state s of rule r can reach acceptance. The least solution of Horn clauses, by unit
+    // propagation (linear in the edges): accepting → live; a byte edge s → t: live(t) → live(s); a call of
+    // rule R at s returning to t: live(t) ∧ live(R, 0) → live(s) (R productive). Then dead edges are removed.
     Status trim() {
         const size_t R = dfas_.size();
-        std::vector<bool> productive(R, false);
-        std::vector<std::vector<bool>> live(R);
-        for (bool changed = true; changed;) {
-            changed = false;
-            for (size_t r = 0; r < R; ++r) {
-                const auto& d = dfas_[r];
-                // Backwards from the accepting states over byte edges and productive calls.
-                std::vector<std::vector<int32_t>> rev(d.size());
-                for (size_t s = 0; s < d.size(); ++s) {
-                    for (int32_t t : d[s].next)
-                        if (t >= 0) rev[size_t(t)].push_back(int32_t(s));
-                    for (auto& c : d[s].calls)
-                        if (productive[size_t(rule_dfa_[size_t(c.first)])]) rev[size_t(c.second)].push_back(int32_t(s));
+        std::vector<size_t> base(R + 1, 0);
+        for (size_t r = 0; r < R; ++r) base[r + 1] = base[r] + dfas_[r].size();
+        const size_t N = base[R];
+        // Watchers per premise node: clause ids (byte clauses have one premise, call clauses two).
+        struct Clause {
+            uint32_t head;
+            int32_t need;
+        };
+        std::vector<Clause> clauses;
+        std::vector<uint32_t> w_begin(N + 1, 0), w_list;
+        std::vector<std::pair<uint32_t, uint32_t>> watch;  // (premise node, clause)
+        for (size_t r = 0; r < R; ++r)
+            for (size_t s = 0; s < dfas_[r].size(); ++s) {
+                const DState& d = dfas_[r][s];
+                const uint32_t x = uint32_t(base[r] + s);
+                for (int32_t t : d.next)
+                    if (t >= 0) {
+                        watch.push_back({uint32_t(base[r] + size_t(t)), uint32_t(clauses.size())});
+                        clauses.push_back({x, 1});
+                    }
+                for (auto& c : d.calls) {
+                    const uint32_t ret = uint32_t(base[r] + size_t(c.second));
+                    const uint32_t start = uint32_t(base[size_t(rule_dfa_[size_t(c.first)])]);
+                    watch.push_back({ret, uint32_t(clauses.size())});
+                    if (start != ret) watch.push_back({start, uint32_t(clauses.size())});
+                    clauses.push_back({x, start != ret ? 2 : 1});
                 }
-                std::vector<bool> lv(d.size(), false);
-                std::vector<int32_t> st;
-                for (size_t s = 0; s < d.size(); ++s)
-                    if (d[s].accept) { lv[s] = true; st.push_back(int32_t(s)); }
-                while (!st.empty()) {
-                    const int32_t s = st.back();
-                    st.pop_back();
-                    for (int32_t p : rev[size_t(s)])
-                        if (!lv[size_t(p)]) { lv[size_t(p)] = true; st.push_back(p); }
-                }
-                if (lv[0] && !productive[r]) productive[r] = changed = true;
-                live[r] = std::move(lv);
+            }
+        for (auto& [p, c] : watch) w_begin[p + 1]++;
+        for (size_t i = 0; i < N; ++i) w_begin[i + 1] += w_begin[i];
+        w_list.resize(watch.size());
+        {
+            std::vector<uint32_t> fill(w_begin.begin(), w_begin.end() - 1);
+            for (auto& [p, c] : watch) w_list[fill[p]++] = c;
+        }
+        std::vector<uint8_t> live(N, 0);
+        std::vector<uint32_t> st;
+        for (size_t r = 0; r < R; ++r)
+            for (size_t s = 0; s < dfas_[r].size(); ++s)
+                if (dfas_[r][s].accept) { live[base[r] + s] = 1; st.push_back(uint32_t(base[r] + s)); }
+        while (!st.empty()) {
+            const uint32_t x = st.back();
+            st.pop_back();
+            for (uint32_t k = w_begin[x]; k < w_begin[x + 1]; ++k) {
+                Clause& c = clauses[w_list[k]];
+                if (--c.need == 0 && !live[c.head]) { live[c.head] = 1; st.push_back(c.head); }
             }
         }
-        if (!productive[0]) return errorf("grammar: rule '%s' matches nothing", g_.rule(g_.root).name.c_str());
+        if (!live[0]) return errorf("grammar: rule '%s' matches nothing", g_.rule(g_.root).name.c_str());
         for (size_t r = 0; r < R; ++r) {
             auto& d = dfas_[r];
             for (size_t s = 0; s < d.size(); ++s) {
                 for (int32_t& t : d[s].next)
-                    if (t >= 0 && !live[r][size_t(t)]) t = -1;
+                    if (t >= 0 && !live[base[r] + size_t(t)]) t = -1;
                 std::vector<std::pair<int32_t, int32_t>> keep;
                 for (auto& c : d[s].calls)
-                    if (productive[size_t(rule_dfa_[size_t(c.first)])] && live[r][size_t(c.second)]) keep.push_back(c);
+                    if (live[base[size_t(rule_dfa_[size_t(c.first)])]] && live[base[r] + size_t(c.second)]) keep.push_back(c);
                 d[s].calls = std::move(keep);
             }
         }
@@ -614,21 +611,6 @@ private:
                 }
                 cg->call_begin[gs + 1] = uint32_t(cg->calls.size());
             }
-        // CALL_FREE: no call edge reachable through byte edges (greatest fixed point).
-        std::vector<bool> free(size_t(total), true);
-        for (int64_t s = 0; s < total; ++s) free[size_t(s)] = !(cg->flags[size_t(s)] & CompiledGrammar::HAS_CALLS);
-        for (bool ch = true; ch;) {
-            ch = false;
-            for (int64_t s = 0; s < total; ++s) {
-                if (!free[size_t(s)]) continue;
-                for (size_t c = 0; c < nc; ++c) {
-                    const int32_t t = cg->next[size_t(s) * nc + c];
-                    if (t >= 0 && !free[size_t(t)]) { free[size_t(s)] = false; ch = true; break; }
-                }
-            }
-        }
-        for (int64_t s = 0; s < total; ++s)
-            if (free[size_t(s)]) cg->flags[size_t(s)] |= CompiledGrammar::CALL_FREE;
         cg->root_start = base[0];
         return std::shared_ptr<const CompiledGrammar>(std::move(cg));
     }

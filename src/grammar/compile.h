@@ -33,11 +33,11 @@ struct Call {
 
 // All rules' DFA states numbered globally ("gs"). Immutable after compile().
 struct CompiledGrammar {
-    enum : uint8_t { ACCEPT = 1, HAS_BYTES = 2, HAS_CALLS = 4, CALL_FREE = 8 };
+    enum : uint8_t { ACCEPT = 1, HAS_BYTES = 2, HAS_CALLS = 4 };
     int n_classes = 0;
     uint8_t byte_class[256] = {};
     std::vector<int32_t> next;         // [n_states * n_classes]: target gs or -1
-    std::vector<uint8_t> flags;        // [n_states]; CALL_FREE: no call edge reachable from here inside the rule
+    std::vector<uint8_t> flags;        // [n_states]
     std::vector<uint32_t> call_begin;  // [n_states + 1] into calls
     std::vector<Call> calls;
     std::vector<int32_t> state_rule;   // [n_states] rule index (into rule_names)

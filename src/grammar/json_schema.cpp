@@ -14,8 +14,7 @@ const std::set<std::string> kAnnotations = {
     "$schema", "$id", "id", "$comment", "$anchor", "$vocabulary", "$dynamicAnchor", "$recursiveAnchor", "title",
     "description", "default", "examples", "example", "readOnly", "writeOnly", "deprecated", "contentEncoding",
     "contentMediaType", "contentSchema", "$defs", "definitions", "discriminator", "xml", "externalDocs"};
-const std::set<std::string> kUnsupported = {"not", "if", "then", "else", "dependencies", "dependentRequired",
-                                            "dependentSchemas", "contains", "minContains", "maxContains",
+const std::set<std::string> kUnsupported = {"not", "if", "then", "else", "contains", "minContains", "maxContains",
                                             "uniqueItems", "unevaluatedProperties", "unevaluatedItems",
                                             "$dynamicRef", "$recursiveRef"};
 
@@ -52,6 +51,20 @@ std::string pointer_unescape(const std::string& s) {
         }
     }
     return out;
+}
+
+// Branches that are objects of `required` (a list of names) and annotations only.
+bool required_lists_only(const ojson& branches) {
+    for (const auto& b : branches) {
+        if (!b.is_object()) return false;
+        for (auto it = b.begin(); it != b.end(); ++it) {
+            if (is_annotation(it.key())) continue;
+            if (it.key() != "required" || !it.value().is_array()) return false;
+            for (const auto& x : it.value())
+                if (!x.is_string()) return false;
+        }
+    }
+    return true;
 }
 
 }  // namespace
@@ -219,6 +232,20 @@ Expected<int> SchemaCompiler::value(const ojson& s) {
         return g.ref(value_r);
     }
     EMBER_REQUIRE(s.is_object(), "a schema must be an object or a boolean, not %s", s.dump().substr(0, 80).c_str());
+    if (s.contains("not")) {  // not of a schema that accepts everything: nothing; not false: no constraint
+        const ojson& n = s["not"];
+        bool everything = n == true;
+        if (n.is_object()) {
+            everything = true;
+            for (auto it = n.begin(); it != n.end(); ++it) everything = everything && is_annotation(it.key());
+        }
+        if (everything) return g.nothing();
+        if (n == false) {
+            ojson rest = s;
+            rest.erase("not");
+            return value(own(std::move(rest)));
+        }
+    }
     for (auto it = s.begin(); it != s.end(); ++it) {
         const std::string& k = it.key();
         if (!is_unsupported(k)) continue;
@@ -227,8 +254,7 @@ Expected<int> SchemaCompiler::value(const ojson& s) {
                                                                     s["maxItems"].get<double>() <= 1))) ||
                               ((k == "unevaluatedProperties" || k == "unevaluatedItems") && v == true) ||
                               ((k == "then" || k == "else") && !s.contains("if")) ||
-                              ((k == "minContains" || k == "maxContains") && !s.contains("contains")) ||
-                              ((k == "dependencies" || k == "dependentRequired" || k == "dependentSchemas") && v.is_object() && v.empty());
+                              ((k == "minContains" || k == "maxContains") && !s.contains("contains"));
         if (!harmless) return errorf("JSON Schema keyword '%s' is not supported", k.c_str());
     }
     if (s.contains("$ref")) {
@@ -252,11 +278,42 @@ Expected<int> SchemaCompiler::value(const ojson& s) {
         }
         return value(own(std::move(acc)));
     }
+    // Schema dependencies (dependencies with a schema value, dependentSchemas): "if key K is present, the object
+    // also satisfies S". Split on K: objects without K (properties K: false), or with K (required K) satisfying S
+    // too — disjoint, so an anyOf. Values other than objects pass through the first branch unchanged.
+    for (const char* kw : {"dependencies", "dependentSchemas"}) {
+        if (!s.contains(kw) || !s[kw].is_object()) continue;
+        for (auto it = s[kw].begin(); it != s[kw].end(); ++it) {
+            const ojson& dep = it.value();
+            if (dep.is_array() || dep == true || (dep.is_object() && dep.empty())) continue;
+            EMBER_REQUIRE(++schema_deps_ <= 64, "JSON Schema keyword '%s': schema dependencies split objects more than 64 times",
+                          kw);
+            ojson rest = s;
+            rest[kw].erase(it.key());
+            if (rest[kw].empty()) rest.erase(kw);
+            EMBER_ASSIGN(ojson without, merge(rest, ojson{{"properties", {{it.key(), false}}}}));
+            EMBER_ASSIGN(ojson with, merge(rest, dep));
+            EMBER_ASSIGN(ojson with_k, merge(with, ojson{{"required", ojson::array({it.key()})}}));
+            return value(own(ojson{{"anyOf", ojson::array({without, with_k})}}));
+        }
+    }
     for (const char* key : {"anyOf", "oneOf"}) {
         if (!s.contains(key)) continue;
         EMBER_REQUIRE(s[key].is_array() && !s[key].empty(), "%s must be a non-empty array", key);
         ojson base = s;
         base.erase(key);
+        // oneOf of branches that only list required keys: exactly one list complete. Objects only (every branch
+        // holds for any other value, so two or more branches reject it); the object automaton checks the lists
+        // by which keys were written (json_schema_object.cpp, kPresenceKeyword).
+        if (std::string(key) == "oneOf" && s[key].size() >= 2 && required_lists_only(s[key])) {
+            EMBER_ASSIGN(ojson m, merge(base, ojson{{"type", "object"}}));
+            if (m.is_boolean()) return value(own(std::move(m)));
+            ojson lists = ojson::array();
+            for (const auto& br : s[key]) lists.push_back(br.contains("required") ? br["required"] : ojson::array());
+            if (!m.contains(kPresenceKeyword)) m[kPresenceKeyword] = ojson::array();
+            m[kPresenceKeyword].push_back(ojson{{"oneOf", lists}});
+            return value(own(std::move(m)));
+        }
         bool trivial = true;
         for (auto it = base.begin(); it != base.end(); ++it) trivial = trivial && is_annotation(it.key());
         std::vector<const ojson*> branches;

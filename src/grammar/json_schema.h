@@ -1,19 +1,24 @@
 // JSON Schema → grammar IR (draft-04 … 2020-12 keywords; JSONSchemaBench's forms).
 //
 // Supported: type (incl. lists, OpenAPI nullable), enum / const, properties / required / additionalProperties /
-// patternProperties / propertyNames / minProperties / maxProperties, items / prefixItems / additionalItems /
-// minItems / maxItems, allOf (merged), anyOf, oneOf (exact when the branches are provably disjoint), $ref /
-// $defs / definitions (JSON pointers within the document, recursion), string minLength / maxLength / pattern /
-// format (date, time, date-time, email, uuid, uri, ipv4, hostname), number / integer minimum / maximum /
+// patternProperties / propertyNames / minProperties / maxProperties, dependencies / dependentRequired /
+// dependentSchemas (a present key requires the named keys, or the object satisfies a schema too: split into
+// "without the key" | "with it and the schema"), items / prefixItems / additionalItems / minItems / maxItems,
+// allOf (merged), anyOf, oneOf (exact when the branches are provably disjoint, or when they only list required
+// keys: exactly one list complete), not of a schema that accepts everything (nothing) or of false, $ref / $defs /
+// definitions (JSON pointers within the document, recursion), string minLength / maxLength / pattern / format
+// (date, time, date-time, email, uuid, uri, ipv4, hostname), number / integer minimum / maximum /
 // exclusiveMinimum / exclusiveMaximum (both drafts' forms) / multipleOf. Annotations and unknown (non-standard)
 // keywords are ignored.
-// Refused with an error naming the keyword: not, if / then / else, dependencies / dependentRequired /
-// dependentSchemas, contains, uniqueItems (true, unless maxItems ≤ 1), unevaluated*, $dynamicRef, remote $ref,
-// unknown formats, and oneOf whose branches may overlap (unless oneof_as_anyof).
+// Refused with an error naming the keyword: other not, if / then / else, contains, uniqueItems (true, unless
+// maxItems ≤ 1), unevaluated*, $dynamicRef, remote $ref, unknown formats, and oneOf whose branches may overlap
+// (unless oneof_as_anyof).
 //
-// Object properties are generated in the order of `properties` (then required keys not listed there, then
-// additional properties); JSON whitespace is allowed between tokens. Value schemas become rules of their own
-// (cached per content), so their masks are shared wherever the same schema appears.
+// Object properties are generated in the order of `properties` (then required keys and keys named by
+// dependencies not listed there, then additional properties); an object of at most 2 such listed keys takes them
+// in any order (additional properties after them). JSON whitespace is allowed between tokens. Value
+// schemas become rules of their own (cached per content), so their masks are shared wherever the same schema
+// appears.
 #pragma once
 #include <nlohmann/json_fwd.hpp>
 #include <string_view>

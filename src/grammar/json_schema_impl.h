@@ -12,6 +12,11 @@ namespace ember::grammar {
 
 using ojson = nlohmann::ordered_json;
 
+// Presence constraints the compiler attaches to an object schema: [{"oneOf": [[names], ...]}, ...] — exactly one
+// list complete, per entry (from oneOf of required-only branches). A user schema that spells this keyword gets it
+// interpreted the same way.
+inline constexpr const char* kPresenceKeyword = "$ember:presence";
+
 class SchemaCompiler {
 public:
     SchemaCompiler(const ojson& root, const JsonSchemaOptions& opt);
@@ -50,6 +55,7 @@ private:
     std::unordered_map<std::string, int> rules_;  // schema content key → rule
     int ws_ = -1, sep_ = -1;
     int depth_ = 0;
+    int schema_deps_ = 0;  // schema dependencies split so far (each doubles the object's alternatives)
     bool ref_siblings_ignored_ = false;  // draft ≤ 7: keywords beside $ref are ignored
     Expected<int> typed(const ojson& s, const std::string& type);
 };

@@ -160,6 +160,22 @@ Expected<ojson> SchemaCompiler::merge(const ojson& a0, const ojson& b0, int dept
             for (const auto& x : va)
                 for (const auto& y : vb) t.push_back(ojson{{"allOf", ojson::array({x, y})}});
             va = t;
+        } else if (k == kPresenceKeyword) {  // both constraints hold
+            for (const auto& x : vb) va.push_back(x);
+        } else if (k == "dependencies" || k == "dependentRequired" || k == "dependentSchemas") {
+            // Per trigger both hold: name lists add up; otherwise the two as one schema (a list is {required: list}).
+            EMBER_REQUIRE(va.is_object() && vb.is_object(), "%s must be an object", k.c_str());
+            for (auto p = vb.begin(); p != vb.end(); ++p) {
+                if (!va.contains(p.key())) { va[p.key()] = p.value(); continue; }
+                ojson& x = va[p.key()];
+                if (x.is_array() && p.value().is_array()) {
+                    for (const auto& r : p.value())
+                        if (std::find(x.begin(), x.end(), r) == x.end()) x.push_back(r);
+                } else {
+                    auto schema = [](const ojson& d) { return d.is_array() ? ojson{{"required", d}} : d; };
+                    x = all_of(schema(x), schema(p.value()));
+                }
+            }
         } else if (k == "uniqueItems") {
             va = va.get<bool>() || vb.get<bool>();
         } else if (k == "format") {
@@ -173,7 +189,14 @@ Expected<ojson> SchemaCompiler::merge(const ojson& a0, const ojson& b0, int dept
 }
 
 bool SchemaCompiler::provably_disjoint(const ojson& a0, const ojson& b0) {
-    auto da = deref(a0), db = deref(b0);
+    // Each side as one schema: $ref resolved and allOf merged (a branch "allOf: [$ref, {refinement}]" shows its
+    // required keys and their values only then).
+    auto flat = [&](const ojson& s) -> Expected<ojson> {
+        EMBER_ASSIGN(ojson x, deref(s));
+        if (x.is_object() && x.contains("allOf")) return merge(x, ojson::object());
+        return x;
+    };
+    auto da = flat(a0), db = flat(b0);
     if (!da || !db) return false;
     const ojson &a = da.value(), &b = db.value();
     if (a.is_boolean() || b.is_boolean()) return (a == false) || (b == false);
@@ -275,7 +298,8 @@ Expected<bool> SchemaCompiler::enum_value_ok(const ojson& s, const ojson& v) {
     }
     if (v.is_object() || v.is_array())
         for (const char* k : {"properties", "required", "items", "prefixItems", "additionalProperties", "minItems",
-                              "maxItems", "minProperties", "maxProperties", "patternProperties"})
+                              "maxItems", "minProperties", "maxProperties", "patternProperties", "dependencies",
+                              "dependentRequired", "dependentSchemas", kPresenceKeyword})
             if (s.contains(k)) return errorf("enum of objects / arrays together with '%s' is not supported", k);
     return true;
 }

@@ -72,6 +72,40 @@ TEST(JsonSchema, KeywordsAcceptAndReject) {
         {R"({"$defs":{"node":{"type":"object","properties":{"v":{"type":"integer"},"next":{"$ref":"#/$defs/node"}},"required":["v"],"additionalProperties":false}},"$ref":"#/$defs/node"})",
          {"{\"v\":1}", "{\"v\":1,\"next\":{\"v\":2,\"next\":{\"v\":3}}}"}, {"{\"v\":1,\"next\":{}}"}},
         {R"({"type":"object","required":["k"],"additionalProperties":false})", {}, {"{}", "{\"k\":1}"}},
+        // dependencies (list form): a needs b, c needs a; the needed key may come before or after
+        {R"({"type":"object","properties":{"a":{"type":"integer"},"b":{"type":"integer"},"c":{"type":"integer"}},"dependencies":{"a":["b"],"c":["a"]}})",
+         {"{}", "{\"b\":1}", "{\"a\":1,\"b\":2}", "{\"a\":1,\"b\":2,\"c\":3}", "{\"b\":2,\"x\":0}"},
+         {"{\"a\":1}", "{\"b\":1,\"c\":3}", "{\"a\":1,\"c\":3}", "{\"c\":3}"}},
+        {R"({"type":"object","properties":{"a":{"type":"integer"},"b":{"type":"integer"}},"dependentRequired":{"b":["a"]},"additionalProperties":false})",
+         {"{\"a\":1,\"b\":2}", "{\"a\":1}", "{}"}, {"{\"b\":2}"}},
+        // a trigger and a needed key that are not in properties get slots of their own (additional schema)
+        {R"({"type":"object","properties":{"a":{"type":"integer"}},"dependencies":{"z":["y"]},"additionalProperties":{"type":"boolean"}})",
+         {"{\"a\":1,\"z\":true,\"y\":false}", "{\"q\":true}", "{\"y\":true}"}, {"{\"z\":true}", "{\"z\":1,\"y\":true}"}},
+        // at most 2 listed keys: in any order (additional keys after them), never twice
+        {R"({"type":"object","properties":{"a":{"type":"integer"},"b":{"type":"string"}},"required":["a"]})",
+         {"{\"b\":\"x\",\"a\":1}", "{\"a\":1,\"b\":\"x\"}", "{\"a\":1,\"z\":0}", "{\"b\":\"x\",\"a\":1,\"z\":[]}"},
+         {"{\"b\":\"x\"}", "{\"a\":1,\"a\":2}", "{\"b\":\"x\",\"a\":1,\"b\":\"y\"}", "{\"b\":1,\"a\":1}"}},
+        {R"({"type":"object","properties":{"a":{},"b":{}},"dependencies":{"b":["a"]},"additionalProperties":false})",
+         {"{\"b\":1,\"a\":2}", "{\"a\":1}", "{}"}, {"{\"b\":1}", "{\"b\":1,\"c\":2}"}},
+        {R"({"type":"object","properties":{"a":{},"b":{},"c":{}},"additionalProperties":false})", {"{\"a\":1,\"c\":2}"},
+         {"{\"a\":1,\"a\":1}", "{\"d\":1}"}},
+        // not of a schema that accepts everything (a forbidden property), not false (no constraint)
+        {R"({"type":"object","properties":{"a":{"not":{}},"b":{"not":false}}})", {"{}", "{\"b\":[1]}", "{\"c\":1}"},
+         {"{\"a\":1}", "{\"a\":null}"}},
+        {R"({"not":{"description":"anything"}})", {}, {"1"}},
+        // schema dependencies: objects without the key, or with it and the schema
+        {R"({"type":"object","properties":{"a":{"type":"integer"},"t":{"type":"string"}},"dependencies":{"a":{"properties":{"t":{"enum":["x"]}}}}})",
+         {"{\"t\":\"y\"}", "{\"a\":1,\"t\":\"x\"}", "{\"a\":1}", "{}"}, {"{\"a\":1,\"t\":\"y\"}", "{\"a\":\"s\"}"}},
+        {R"({"dependentSchemas":{"a":{"required":["b"]}}})", {"{\"a\":1,\"b\":2}", "{\"b\":2}", "{}", "\"s\"", "3"},
+         {"{\"a\":1}", "{\"a\":1,\"c\":2}"}},
+        // oneOf of required lists: exactly one list complete (objects only)
+        {R"({"type":"object","properties":{"a":{},"b":{},"c":{}},"oneOf":[{"required":["a","b"]},{"required":["c"]}]})",
+         {"{\"a\":1,\"b\":2}", "{\"c\":3}", "{\"a\":1,\"c\":3}", "{\"b\":[],\"c\":3,\"z\":0}"},
+         {"{}", "{\"a\":1}", "{\"a\":1,\"b\":2,\"c\":3}", "\"x\""}},
+        {R"({"oneOf":[{"required":["a"],"description":"d"},{"required":["b"]}]})", {"{\"a\":1}", "{\"b\":1,\"x\":2}"},
+         {"{\"a\":1,\"b\":2}", "{}", "\"s\"", "5"}},
+        {R"({"allOf":[{"dependencies":{"a":["b"]}},{"dependencies":{"a":["c"]}}],"properties":{"a":{},"b":{},"c":{}}})",
+         {"{\"a\":1,\"b\":2,\"c\":3}", "{\"b\":2}"}, {"{\"a\":1,\"b\":2}", "{\"a\":1,\"c\":3}"}},
         {R"(true)", {"[]", "{\"a\":[1,{\"b\":null}]}", "\"x\"", "-0.5e3"}, {"[", "{\"a\"}"}},
     };
     for (const Case& c : cases) {
@@ -94,7 +128,7 @@ TEST(JsonSchema, RefusedKeywordsNameThemselves) {
         {R"({"if":{"type":"string"},"then":{"minLength":1}})", "'if'"},
         {R"({"type":"array","uniqueItems":true})", "'uniqueItems'"},
         {R"({"type":"array","contains":{"type":"integer"}})", "'contains'"},
-        {R"({"dependentRequired":{"a":["b"]}})", "'dependentRequired'"},
+        {R"({"dependencies":{"a":{"not":{"type":"string"}}}})", "'not'"},
         {R"({"$ref":"http://example.com/s.json"})", "only references within the document"},
         {R"({"$ref":"#/definitions/missing"})", "does not resolve"},
         {R"({"type":"string","format":"color"})", "'color'"},
@@ -164,12 +198,77 @@ TEST(JsonSchema, MasksAgainstBruteForce) {
         R"({"type":"object","properties":{"name":{"type":"string","maxLength":4},"n":{"type":"integer","minimum":-5,"maximum":30},"t":{"type":"boolean"}},"required":["name"]})",
         R"({"type":"array","items":{"anyOf":[{"type":"string","pattern":"^[ab]+$"},{"type":"number","multipleOf":0.5}]},"maxItems":4})",
         R"({"type":"object","patternProperties":{"^x":{"type":"null"}},"additionalProperties":{"type":"array","items":{"type":"integer"}}})",
+        // additional keys must differ from the listed names: chains of key-prefix states for the plain-token slice
+        R"({"type":"object","properties":{"ab":{"type":"integer"},"abba":{"type":"null"},"ba":{"type":"string","maxLength":3}}})",
+        R"({"type":"object","properties":{"a":{"type":"integer"},"b":{"type":"null"},"n":{"type":"boolean"}},"dependencies":{"n":["a"],"a":["b"]}})",
+        R"({"type":"object","properties":{"a":{"type":"integer"},"b":{"type":"null"}},"oneOf":[{"required":["a"]},{"required":["b"]}]})",
+        R"({"type":"object","properties":{"a":{"type":"integer"},"t":{"type":"string"}},"dependencies":{"a":{"properties":{"t":{"maxLength":1}}}}})",
+        R"({"type":"object","properties":{"na":{"type":"integer"},"b":{"type":"null"}},"required":["b"],"minProperties":2})",
     };
     for (const char* s : schemas) {
         auto ir = json_schema_grammar(s);
         ASSERT_TRUE(ir.is_ok()) << ir.message();
         EXPECT_GT(test::compare_masks_on_walks(ir.value(), v, 8, 30, 21), 20) << s;
     }
+}
+
+// The plain-character targets of a DFA state are enumerated once per grammar (runtime.h plain_step), however
+// many inner sets walk through it: keys that must differ from 60 listed 33-character names make chains of ~32
+// prefix states that every key state's plain_reach visits again.
+TEST(JsonSchema, PlainStepsOncePerState) {
+    std::string props;
+    for (int i = 0; i < 60; ++i) {
+        if (i) props += ',';
+        props += "\"p" + std::string(30, 'x') + std::to_string(i) + "\":{\"type\":\"string\"}";
+    }
+    // long plain tokens: plain_reach follows the chains for up to 40 characters
+    auto v = test::synthetic_vocab({"{\"", "\":", "\": ", "\"}", "p1", "p12", "2x", std::string(40, 'x'), "p12" + std::string(37, 'y')},
+                                   "p0123456789xyz \":,", 400, 5);
+    auto ir = json_schema_grammar("{\"type\":\"object\",\"properties\":{" + props + "}}");
+    ASSERT_TRUE(ir.is_ok()) << ir.message();
+    auto g = Grammar::create(ir.value(), v);
+    ASSERT_TRUE(g.is_ok()) << g.message();
+    Matcher m(g.value());
+    std::vector<uint32_t> mask(size_t(m.mask_words()));
+    const std::string x30(30, 'x');
+    for (char c : "{\"p" + x30 + "3\": \"t\", \"p" + x30 + "12\": \"s\", \"p" + x30 + "12x\": \"u\", \"p" + x30 + "y\": \"w\"}") {
+        m.fill_mask(mask.data());
+        ASSERT_TRUE(m.accept_bytes(std::string(1, c)).is_ok()) << c;
+    }
+    EXPECT_TRUE(m.is_complete());
+    const Grammar::CacheStats st = g.value()->cache_stats();
+    EXPECT_GT(st.plain_steps, 0);
+    EXPECT_LE(st.plain_steps, g.value()->compiled().n_states());
+}
+
+// Every position inside a free string leaves it with the same tokens (`"`, `",`, `"}` …): one edge set serves
+// all of them (runtime.h EdgeSet), and the masks stay those of the brute force.
+TEST(JsonSchema, EdgeSetsAreShared) {
+    auto v = test::synthetic_vocab({"{\"", "\":", "\": ", "\"}", "\",", "\", \"", "ab\"", "b\"}", "x\":"},
+                                   "abxy \":,{}", 300, 13);
+    std::string props;
+    for (int i = 0; i < 12; ++i) {
+        if (i) props += ',';
+        props += "\"k" + std::to_string(i) + "\":{\"type\":\"string\"}";
+    }
+    auto ir = json_schema_grammar("{\"type\":\"object\",\"properties\":{" + props + "},\"additionalProperties\":false}");
+    ASSERT_TRUE(ir.is_ok()) << ir.message();
+    EXPECT_GT(test::compare_masks_on_walks(ir.value(), v, 6, 60, 5), 100);
+    auto g = Grammar::create(ir.value(), v);
+    ASSERT_TRUE(g.is_ok());
+    std::string text = "{";
+    for (int i = 0; i < 12; ++i) text += std::string(i ? ", " : "") + "\"k" + std::to_string(i) + "\": \"ab xy ba\"";
+    text += "}";
+    Matcher m(g.value());
+    std::vector<uint32_t> mask(size_t(m.mask_words()));
+    for (char c : text) {
+        m.fill_mask(mask.data());
+        ASSERT_TRUE(m.accept_bytes(std::string(1, c)).is_ok()) << c;
+    }
+    EXPECT_TRUE(m.is_complete());
+    const Grammar::CacheStats st = g.value()->cache_stats();
+    EXPECT_GT(st.edge_sets, 0);
+    EXPECT_LE(st.edge_sets * 10, st.inner_states);  // 4 sets for 89 inner states
 }
 
 }  // namespace

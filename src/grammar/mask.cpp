@@ -18,6 +18,47 @@ inline int bits32(uint32_t x) {
 }
 }
 
+namespace {
+// Token ids gathered into bit words, with a summary bit per word that received one, so that storing a sparse
+// set reads only those words instead of all 7,760 of a 248k mask (most masks outside free strings hold a few
+// dozen tokens).
+struct IdCollector {
+    uint32_t* w;
+    int64_t n_words;
+    std::vector<uint32_t>& top;  // bit i: word i has bits
+    bool many = false;           // a dense set was added: store from the words
+    IdCollector(uint32_t* words, int64_t n, std::vector<uint32_t>& scratch) : w(words), n_words(n), top(scratch) {
+        top.assign(size_t(n + 31) / 32, 0u);
+    }
+    void add(int32_t t) {
+        const size_t i = size_t(t) >> 5;
+        w[i] |= 1u << (t & 31);
+        top[i >> 5] |= 1u << (i & 31);
+    }
+    void add(const TokenSet& s) {
+        if (!s.dense.empty()) {
+            s.or_into(w);
+            many = true;
+            return;
+        }
+        for (int32_t t : s.sparse) add(t);
+    }
+    void store(TokenSet& ts) {
+        if (!many) {
+            ts.dense.clear();
+            ts.sparse.clear();
+            for (size_t j = 0; j < top.size(); ++j)
+                for (uint32_t x = top[j]; x; x &= x - 1) {
+                    const size_t i = j * 32 + size_t(__builtin_ctz(x));
+                    for (uint32_t y = w[i]; y; y &= y - 1) ts.sparse.push_back(int32_t(i * 32 + size_t(__builtin_ctz(y))));
+                }
+            if (int64_t(ts.sparse.size()) < n_words) return;  // the rule of TokenSet::store
+        }
+        ts.store(w, n_words);
+    }
+};
+}  // namespace
+
 void TokenSet::or_into(uint32_t* w) const {
     if (!dense.empty()) {
         for (size_t i = 0; i < dense.size(); ++i) w[i] |= dense[i];
@@ -27,8 +68,11 @@ void TokenSet::or_into(uint32_t* w) const {
 }
 
 void TokenSet::store(const uint32_t* w, int64_t n_words) {
-    int64_t bits = 0;
-    for (int64_t i = 0; i < n_words; ++i) bits += bits32(w[i]);
+    // Dense once the set has at least one bit per word on average. Counting stops there, and zero words cost
+    // one test: a sparse set is one pass over mostly zero words, a dense one stops early.
+    int64_t bits = 0, i = 0;
+    for (; i < n_words && bits < n_words; ++i)
+        if (w[i]) bits += bits32(w[i]);
     dense.clear();
     sparse.clear();
     if (bits >= n_words) {
@@ -36,8 +80,8 @@ void TokenSet::store(const uint32_t* w, int64_t n_words) {
         return;
     }
     sparse.reserve(size_t(bits));
-    for (int64_t i = 0; i < n_words; ++i)
-        for (uint32_t x = w[i]; x; x &= x - 1) sparse.push_back(int32_t(i * 32 + __builtin_ctz(x)));
+    for (int64_t k = 0; k < n_words; ++k)
+        for (uint32_t x = w[k]; x; x &= x - 1) sparse.push_back(int32_t(k * 32 + __builtin_ctz(x)));
 }
 
 size_t Runtime::VecHash::operator()(const std::vector<int32_t>& v) const {
@@ -80,7 +124,8 @@ void Runtime::walk_fast(const Trie& T, uint32_t at, int32_t head, OnTok& on_tok,
     int32_t* st = dfa_.data();
     st[T.depth[at]] = gs_[size_t(head)];
     Config popped;
-    bool have_popped = false;
+    // The frame's pop, taken once: p's closure may pop on up to the sentinel (the token then leaves the inner frame).
+    bool have_popped = false, popped_sentinel = false;
     const uint32_t stop = T.end[at];
     uint32_t j = at + 1;
     while (j < stop) {
@@ -110,9 +155,10 @@ void Runtime::walk_fast(const Trie& T, uint32_t at, int32_t head, OnTok& on_tok,
                     on_edge(j);
                 } else {
                     if (!have_popped) {
-                        closure(&p, 1, popped, nullptr);
+                        closure(&p, 1, popped, &popped_sentinel);
                         have_popped = true;
                     }
+                    if (popped_sentinel) on_edge(j);
                     if (!popped.heads.empty()) {
                         walk(T, j, popped, on_tok, on_edge);
                         st[T.depth[j]] = s;  // the nested walk may start its own DFA loop at this depth
@@ -140,83 +186,6 @@ const InnerEntry& Runtime::inner(int32_t gs) {
     return *inner_[size_t(idx)];
 }
 
-bool Runtime::plain_targets(int32_t gs, std::vector<int32_t>& out, bool& clean) const {
-    const CompiledGrammar& g = *g_;
-    auto add = [&](int32_t t) {
-        if (std::find(out.begin(), out.end(), t) == out.end()) out.push_back(t);
-    };
-    bool all_live = true;
-    for (int b = 0x20; b < 0x80; ++b) {
-        if (b == '"' || b == '\\') continue;
-        const int32_t t = g.step(gs, uint8_t(b));
-        if (t < 0) all_live = false;
-        else add(t);
-    }
-    // Multi-byte characters as byte-range sequences (surrogates excluded); bytes deduplicated per byte class.
-    struct Seq {
-        uint8_t lo[4], hi[4];
-        int n;
-    };
-    static const Seq kSeqs[] = {{{0xC2, 0x80}, {0xDF, 0xBF}, 2},
-                                {{0xE0, 0xA0, 0x80}, {0xE0, 0xBF, 0xBF}, 3},
-                                {{0xE1, 0x80, 0x80}, {0xEC, 0xBF, 0xBF}, 3},
-                                {{0xED, 0x80, 0x80}, {0xED, 0x9F, 0xBF}, 3},
-                                {{0xEE, 0x80, 0x80}, {0xEF, 0xBF, 0xBF}, 3},
-                                {{0xF0, 0x90, 0x80, 0x80}, {0xF0, 0xBF, 0xBF, 0xBF}, 4},
-                                {{0xF1, 0x80, 0x80, 0x80}, {0xF3, 0xBF, 0xBF, 0xBF}, 4},
-                                {{0xF4, 0x80, 0x80, 0x80}, {0xF4, 0x8F, 0xBF, 0xBF}, 4}};
-    std::vector<int32_t> cur, nxt;
-    for (const Seq& q : kSeqs) {
-        cur.assign(1, gs);
-        for (int k = 0; k < q.n; ++k) {
-            nxt.clear();
-            for (int32_t x : cur) {
-                bool seen[256] = {};
-                for (int b = q.lo[k]; b <= q.hi[k]; ++b) {
-                    const uint8_t c = g.byte_class[b];
-                    if (seen[c]) continue;
-                    seen[c] = true;
-                    const int32_t t = g.step(x, uint8_t(b));
-                    if (t < 0) { all_live = false; continue; }
-                    if (k + 1 == q.n) {
-                        add(t);
-                    } else {
-                        clean = clean && !(g.flags[size_t(t)] & (CompiledGrammar::ACCEPT | CompiledGrammar::HAS_CALLS));
-                        if (std::find(nxt.begin(), nxt.end(), t) == nxt.end()) nxt.push_back(t);
-                    }
-                }
-            }
-            cur.swap(nxt);
-        }
-    }
-    return all_live;
-}
-
-int64_t Runtime::plain_reach(int32_t gs, bool* exact) const {
-    // Layers of states after i plain characters; K = the first i where some plain character dies.
-    const CompiledGrammar& g = *g_;
-    const int64_t all = t_->max_plain_chars();
-    std::vector<int32_t> layer = {gs}, next;
-    std::vector<std::vector<int32_t>> seen;
-    bool clean = true;  // no accepting state or call inside the layers after the first
-    for (int64_t i = 0; i < all; ++i) {
-        next.clear();
-        bool live = true;
-        for (int32_t s : layer) live = plain_targets(s, next, clean) && live;
-        if (!live) {
-            if (exact) *exact = clean && next.empty();
-            return i;
-        }
-        std::sort(next.begin(), next.end());
-        for (int32_t t : next) clean = clean && !(g.flags[size_t(t)] & (CompiledGrammar::ACCEPT | CompiledGrammar::HAS_CALLS));
-        if (std::find(seen.begin(), seen.end(), next) != seen.end()) break;  // layers repeat: any length
-        seen.push_back(next);
-        layer.swap(next);
-    }
-    if (exact) *exact = true;
-    return all;
-}
-
 void Runtime::compute_inner(int32_t gs, InnerEntry& e) {
     const int64_t W = t_->mask_words();
     std::vector<uint32_t> words(size_t(W), 0u);
@@ -231,11 +200,14 @@ void Runtime::compute_inner(int32_t gs, InnerEntry& e) {
         const int64_t K = plain_reach(gs_[size_t(c0.heads[0])], &exact);
         sl = exact ? TokenIndex::Slice{int(K), &t_->plain_upto(K), &t_->nonplain_trie()} : t_->slice(K);
     }
-    if (sl.covered)
+    IdCollector acc(words.data(), W, scratch_top_);
+    if (sl.covered) {
         for (int64_t i = 0; i < W; ++i) words[size_t(i)] = (*sl.covered)[size_t(i)];
+        acc.many = true;
+    }
     const Trie& T = *sl.rest;
     std::vector<std::pair<int32_t, uint16_t>> edges;  // (token, offset of the pop)
-    auto on_tok = [&](int32_t t) { words[size_t(t) >> 5] |= 1u << (t & 31); };
+    auto on_tok = [&](int32_t t) { acc.add(t); };
     auto on_edge = [&](uint32_t j) {
         for (uint32_t k = T.tok_begin[j + 1]; k < T.tok_begin[T.end[j]]; ++k) edges.push_back({T.toks[k], T.depth[j]});
     };
@@ -247,28 +219,15 @@ void Runtime::compute_inner(int32_t gs, InnerEntry& e) {
                      g_->rule_names[size_t(g_->state_rule[size_t(gs)])].c_str(), c0.heads.size(),
                      c0.heads.size() == 1 && (g_->flags[size_t(gs_[size_t(c0.heads[0])])] & CompiledGrammar::HAS_CALLS) ? " calls" : "",
                      c0.heads.size() == 1 ? (long long)plain_reach(gs_[size_t(c0.heads[0])]) : -1LL, sl.tau, T.size(), (long long)(stats_.visited - v0), (long long)(stats_.visited_general - g0), edges.size());
-    e.inner.store(words.data(), W);
-    // Edges: tokens not already accepted inside the frame, grouped by the suffix after the pop.
-    std::vector<std::pair<std::string, int32_t>> sfx;
-    for (auto& [t, off] : edges) {
-        if ((words[size_t(t) >> 5] >> (t & 31)) & 1) continue;
-        sfx.push_back({t_->bytes(t).substr(off), t});
-    }
-    std::sort(sfx.begin(), sfx.end());
-    sfx.erase(std::unique(sfx.begin(), sfx.end()), sfx.end());
-    std::vector<std::pair<std::string, int32_t>> entries;
-    e.group_begin.clear();
-    e.group_toks.clear();
-    for (size_t i = 0; i < sfx.size();) {
-        const int32_t gid = int32_t(e.group_begin.size());
-        e.group_begin.push_back(uint32_t(e.group_toks.size()));
-        size_t k = i;
-        while (k < sfx.size() && sfx[k].first == sfx[i].first) e.group_toks.push_back(sfx[k++].second);
-        entries.push_back({sfx[i].first, gid});
-        i = k;
-    }
-    e.group_begin.push_back(uint32_t(e.group_toks.size()));
-    if (!entries.empty()) e.suffixes = Trie::build(std::move(entries));
+    acc.store(e.inner);
+    // Edges: tokens not already accepted inside the frame, leaving it after `off` bytes.
+    std::vector<int32_t> pairs;
+    for (auto& [t, off] : edges)
+        if (!((words[size_t(t) >> 5] >> (t & 31)) & 1)) {
+            pairs.push_back(t);
+            pairs.push_back(off);
+        }
+    if (!pairs.empty()) e.edges = edge_set(std::move(pairs));
 }
 
 void Runtime::fill_mask(const Config& c, uint32_t* words) {
@@ -289,32 +248,32 @@ void Runtime::fill_mask(const Config& c, uint32_t* words) {
     stats_.cache_misses++;
     scratch_words_.assign(size_t(W), 0u);
     uint32_t* m = scratch_words_.data();
+    std::vector<uint32_t> top;
+    IdCollector acc(m, W, top);
     for (int32_t h : c.heads) {
         const InnerEntry& e = inner(gs_[size_t(h)]);
-        e.inner.or_into(m);
+        acc.add(e.inner);
         const int32_t p = parent_[size_t(h)];
-        if (p < 0 || e.group_toks.empty()) continue;
+        if (p < 0 || !e.edges) continue;
+        const EdgeSet& es = *e.edges;
         Config pc;
         closure(&p, 1, pc, nullptr);
         if (pc.heads.empty()) continue;
         auto on_group = [&](int32_t gid) {
-            for (uint32_t k = e.group_begin[size_t(gid)]; k < e.group_begin[size_t(gid) + 1]; ++k) {
-                const int32_t t = e.group_toks[k];
-                m[size_t(t) >> 5] |= 1u << (t & 31);
-            }
+            for (uint32_t k = es.group_begin[size_t(gid)]; k < es.group_begin[size_t(gid) + 1]; ++k) acc.add(es.group_toks[k]);
         };
         auto no_edge = [](uint32_t) {};
-        walk(e.suffixes, 0, pc, on_group, no_edge);
+        walk(es.suffixes, 0, pc, on_group, no_edge);
     }
     if (c.complete)
-        for (int32_t t : t_->eos()) m[size_t(t) >> 5] |= 1u << (t & 31);
+        for (int32_t t : t_->eos()) acc.add(t);
     std::memcpy(words, m, size_t(W) * 4);
     if (mask_bytes_ > kMaxCacheBytes) {
         masks_.clear();
         mask_bytes_ = 0;
     }
     TokenSet& ts = masks_[std::move(key)];
-    ts.store(m, W);
+    acc.store(ts);
     mask_bytes_ += ts.bytes() + 64;
 }
 

@@ -49,11 +49,13 @@ std::vector<Entry> load_subset() {
 // Runs the token stream through a matcher; false at the first token the mask does not allow.
 bool run(const std::shared_ptr<Grammar>& g, const std::vector<int32_t>& toks) {
     Matcher m(g);
+    std::string dbg_text;
     std::vector<uint32_t> mask(size_t(m.mask_words()));
     for (int32_t t : toks) {
         m.fill_mask(mask.data());
         const bool allowed = test::bit(mask, t);
-        EXPECT_EQ(allowed, m.allows(t)) << "mask and accept disagree on token " << t;
+        EXPECT_EQ(allowed, m.allows(t)) << "mask and accept disagree on token " << t << " '" << g->vocab().bytes(t) << "' after " << dbg_text;
+        dbg_text += g->vocab().bytes(t);
         if (!allowed) return false;
         EXPECT_TRUE(m.accept(t).is_ok());
     }

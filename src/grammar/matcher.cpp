@@ -27,7 +27,7 @@ const CompiledGrammar& Grammar::compiled() const { return rt_->grammar(); }
 Grammar::CacheStats Grammar::cache_stats() {
     std::lock_guard<std::mutex> lk(rt_->mutex());
     const Runtime::Stats s = rt_->stats();
-    return {s.cache_hits, s.cache_misses, s.inner_computed, s.nodes};
+    return {s.cache_hits, s.cache_misses, s.inner_computed, s.nodes, s.plain_steps, s.edge_sets_built};
 }
 
 Matcher::Matcher(std::shared_ptr<Grammar> g) : g_(std::move(g)) { reset(); }

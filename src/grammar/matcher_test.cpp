@@ -70,6 +70,22 @@ TEST(Gbnf, Errors) {
     EXPECT_FALSE(compile_grammar(none.value()).is_ok());
 }
 
+// Trimming: alternatives through rules that can never finish are removed, however deep the chain of calls
+// (x, y, z recurse without a way out; w finishes only through p, which finishes only through q).
+TEST(Gbnf, UnproductiveCallChainsAreTrimmed) {
+    auto v = test::synthetic_vocab({}, "abc", 0, 1);
+    auto ir = parse_gbnf(
+        "root ::= \"a\" x | \"b\" w | \"c\"\n"
+        "x ::= \"(\" y \")\"\ny ::= \"[\" z \"]\"\nz ::= \"{\" x \"}\" | \"<\" y \">\"\n"
+        "w ::= \"(\" p \")\" | \"w\" w\np ::= \"[\" q \"]\" | \"p\" p\nq ::= \"q\" | \"{\" w \"}\"");
+    auto g = make(ir, v);
+    for (const char* s : {"c", "b([q])", "bww(pp[{([q])}])"}) EXPECT_TRUE(matches(g, s)) << s;
+    for (const char* s : {"a", "a([", "b(", "bw"}) EXPECT_FALSE(matches(g, s)) << s;
+    Matcher m(g);  // "a" can never be completed: it is not allowed at all
+    EXPECT_FALSE(m.accept_bytes("a").is_ok());
+    EXPECT_TRUE(m.accept_bytes("b").is_ok());
+}
+
 TEST(Regex, FullMatch) {
     auto v = test::synthetic_vocab({}, "ab", 0, 1);
     struct Case {
@@ -130,6 +146,17 @@ TEST(Mask, RegexAgainstBruteForce) {
 
 // Closing: from random reachable states of the JSON grammar, following the closing mask ends the text in at most
 // completion_distance() tokens, each step shortening the distance.
+// A token that ends a called rule, then the rule that called it (which can pop there), then goes on in the
+// caller's caller: "()," from x after "k" leaves y and x and takes the ",". The fast DFA loop inside y must pass
+// the second pop on as an edge of x's frame.
+TEST(Mask, TokenPoppingTwoFramesAgainstBruteForce) {
+    auto v = test::synthetic_vocab({"()", "(),", "(),k", "),", "), ", " (", " ()", " (),", "[()]", "[()],", "k (),", "m"},
+                                   "km ()[],", 200, 17);
+    auto ir = parse_gbnf("root ::= x (\",\" x)*\nx ::= \"k\" \" \"? y | \"m\" x\ny ::= \"(\" \")\" | \"[\" y \"]\"");
+    ASSERT_TRUE(ir.is_ok()) << ir.message();
+    EXPECT_GT(test::compare_masks_on_walks(ir.value(), v, 40, 12, 3), 100);
+}
+
 TEST(Matcher, ClosingMaskEndsTheText) {
     auto ir = parse_gbnf(kJsonGbnf);
     ASSERT_TRUE(ir.is_ok());

@@ -20,6 +20,7 @@ Runtime::Runtime(std::shared_ptr<const CompiledGrammar> g, std::shared_ptr<const
     : g_(std::move(g)), t_(std::move(t)) {
     slots_.assign(1 << 12, -1);
     inner_of_.assign(size_t(g_->n_states()), -1);
+    plain_of_.assign(size_t(g_->n_states()), -1);
     const size_t D = size_t(t_->trie().max_depth) + 2;
     cfg_.resize(D);
     dfa_.assign(D, -1);

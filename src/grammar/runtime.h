@@ -37,12 +37,18 @@ struct TokenSet {
     size_t bytes() const { return dense.size() * 4 + sparse.size() * 4; }
 };
 
-// What a DFA state g accepts inside its own frame, and the tokens that leave it.
-struct InnerEntry {
-    TokenSet inner;
-    Trie suffixes;                     // token suffixes after the frame pops; trie ids index groups
+// The tokens that leave a frame: each token's suffix after the pop, as a trie whose ids index groups of tokens
+// with that suffix. Shared by every state with the same edges (edge_set.cpp).
+struct EdgeSet {
+    Trie suffixes;
     std::vector<uint32_t> group_begin;  // [groups + 1] into group_toks
     std::vector<int32_t> group_toks;
+};
+
+// What a DFA state g accepts inside its own frame, and the tokens that leave it (null: none).
+struct InnerEntry {
+    TokenSet inner;
+    std::shared_ptr<const EdgeSet> edges;
 };
 
 class Runtime {
@@ -77,19 +83,26 @@ public:
 
     struct Stats {
         int64_t cache_hits = 0, cache_misses = 0, inner_computed = 0, nodes = 0, visited = 0, visited_general = 0;
+        int64_t plain_steps = 0, edge_sets_built = 0;
     };
     Stats stats() const;
 
 private:
     const InnerEntry& inner(int32_t gs);
-    // The states one plain character leads to from gs (added to out); false if some plain character dies.
-    // clean ← false when a state inside a multi-byte character accepts or calls.
-    bool plain_targets(int32_t gs, std::vector<int32_t>& out, bool& clean) const;
+    // plain_reach.cpp. The states one plain character leads to from gs (memoized per state); all_live: every
+    // plain character is viable; clean: no state inside a multi-byte character accepts or calls.
+    struct PlainStep {
+        std::vector<int32_t> targets;
+        bool all_live = true, clean = true;
+    };
+    const PlainStep& plain_step(int32_t gs);
     // K: every string of ≤ K plain characters is viable from gs (K = the vocabulary's longest plain token: all).
     // *exact: the chain of plain steps passes no accepting state or call and ends where no plain character
     // can start, so exactly the plain tokens of ≤ K characters are allowed.
-    int64_t plain_reach(int32_t gs, bool* exact = nullptr) const;
+    int64_t plain_reach(int32_t gs, bool* exact = nullptr);
     void compute_inner(int32_t gs, InnerEntry& e);
+    // edge_set.cpp. The edge set of (token, offset of the pop) pairs, flattened; built once per distinct list.
+    std::shared_ptr<const EdgeSet> edge_set(std::vector<int32_t> pairs);
     template <class OnTok, class OnEdge>
     void walk(const Trie& T, uint32_t at, const Config& c, OnTok& on_tok, OnEdge& on_edge);
     template <class OnTok, class OnEdge>
@@ -98,6 +111,10 @@ private:
     void compute_distances();
     int64_t chain_distance(int32_t node) const;  // d(gs) + the return states' distances up the stack
     void emit_frame(int32_t gs, std::string& out, int depth) const;
+    std::vector<int32_t> plain_of_;  // gs → index into plain_ (-1 = not computed)
+    std::vector<PlainStep> plain_;
+    std::vector<uint32_t> plain_mark_;  // plain_reach's layer dedup (epoch stamps per gs)
+    uint32_t plain_epoch_ = 0;
     std::vector<int64_t> dist_;      // per gs: bytes to the end of its rule (empty until needed)
     std::vector<uint8_t> class_rep_; // a byte of each class, printable where possible
 
@@ -121,8 +138,10 @@ private:
         size_t operator()(const std::vector<int32_t>& v) const;
     };
     std::unordered_map<std::vector<int32_t>, TokenSet, VecHash> masks_;
+    std::unordered_map<std::vector<int32_t>, std::shared_ptr<const EdgeSet>, VecHash> edge_sets_;
     size_t mask_bytes_ = 0;
     std::vector<uint32_t> scratch_words_;
+    std::vector<uint32_t> scratch_top_;  // compute_inner's summary bits (mask.cpp IdCollector)
     Stats stats_;
 };
 

@@ -9,13 +9,20 @@ namespace ember::grammar {
 
 Trie Trie::build(std::vector<std::pair<std::string, int32_t>> entries) {
     std::sort(entries.begin(), entries.end());
+    std::vector<std::pair<std::string_view, int32_t>> views;
+    views.reserve(entries.size());
+    for (const auto& [s, id] : entries) views.push_back({s, id});
+    return build_sorted(views);
+}
+
+Trie Trie::build_sorted(const std::vector<std::pair<std::string_view, int32_t>>& entries) {
     Trie t;
     t.byte.push_back(0);
     t.end.push_back(0);
     t.depth.push_back(0);
     std::vector<uint32_t> tok_node;  // node of each entry, in entry order
     std::vector<uint32_t> path = {0};
-    const std::string* prev = nullptr;
+    const std::string_view* prev = nullptr;
     for (const auto& [s, id] : entries) {
         EMBER_CHECK(!s.empty() && s.size() <= 65535, "trie entry of %zu bytes", s.size());
         size_t lcp = 0;

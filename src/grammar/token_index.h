@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -20,6 +21,8 @@ struct Trie {
     int max_depth = 0;
     // entries: (string, id); strings must be non-empty and at most 65535 bytes.
     static Trie build(std::vector<std::pair<std::string, int32_t>> entries);
+    // The same from entries already sorted (by string, then id), as views (no copies).
+    static Trie build_sorted(const std::vector<std::pair<std::string_view, int32_t>>& entries);
     uint32_t size() const { return uint32_t(byte.size()); }
     bool has_children(uint32_t i) const { return end[i] > i + 1; }
 };

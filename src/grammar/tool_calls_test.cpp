@@ -134,7 +134,7 @@ TEST(ResponseFormat, RequestFields) {
     EXPECT_FALSE(request_grammar(ojson::parse(R"({"response_format":{"type":"text"}})")).value().has_value());
     EXPECT_FALSE(request_grammar(ojson::parse(R"({"response_format":{"type":"yaml"}})")).is_ok());
     EXPECT_FALSE(request_grammar(ojson::parse(R"({"grammar":"root ::= \"a\"","json_schema":{}})")).is_ok());
-    EXPECT_FALSE(request_grammar(ojson::parse(R"({"response_format":{"type":"json_schema","json_schema":{"schema":{"not":{}}}}})")).is_ok());
+    EXPECT_FALSE(request_grammar(ojson::parse(R"({"response_format":{"type":"json_schema","json_schema":{"schema":{"not":{"type":"string"}}}}})")).is_ok());
 }
 
 }  // namespace
