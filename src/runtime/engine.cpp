@@ -77,7 +77,7 @@ Status Engine::Impl::check_params(const SequenceParams& p, int64_t held) const {
 }
 
 bool Engine::Impl::device_rows(const SequenceParams& p) const {
-    return model.has_batch_sampler() && p.top_logprobs < 0 && !p.constraint && !p.logits;
+    return model.has_batch_sampler() && p.top_logprobs < 0 && !p.logits;
 }
 
 EngineSeq::Phase Engine::Impl::start_phase(const EngineSeq& s, int64_t pos) {

@@ -54,7 +54,8 @@ struct Engine::Impl {
     // A sequence with these parameters in `slot`, consuming `tokens` from position `pos` (sampler seeded by them).
     EngineSeq& admit(SequenceParams p, int32_t slot, std::vector<int32_t> tokens, int64_t pos);
     // Whether a sequence with these parameters selects its decode tokens on the device (batch_decode_sample): the
-    // model has a batch sampler and the host needs none of its logits (logprobs, a constraint, logits asked for).
+    // model has a batch sampler and the host needs none of its logits (logprobs or logits asked for; a constraint's
+    // token mask is applied on the device).
     bool device_rows(const SequenceParams& p) const;
     // Where a sequence whose state covers `pos` of its tokens starts: one pending token after a consumed prefix is
     // a decode row (as in the uninterrupted run), anything else a prefill.

@@ -1,7 +1,8 @@
 // engine_step.cpp: Engine::step — one round over the live sequences: a prefill chunk of each sequence still in its
 // prompt (the last chunk selects its first token on the host), then one batched decode step of all the others
-// (selection per row on the device when the model has a batch sampler and the row needs no host logits, else on
-// the host with the row's own Sampler and constraint); prefix-cache lookups and checkpoints; the ends.
+// (selection per row on the device when the model has a batch sampler and the row needs no host logits — a
+// constrained row's token mask is filled while the GPU runs the forward and applied there —, else on the host
+// with the row's own Sampler and constraint); prefix-cache lookups and checkpoints; the ends.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -17,6 +18,8 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using Phase = EngineSeq::Phase;
 using Sink = std::function<void(const StepEvent&)>;
+
+constexpr const char* kNoToken = "structured output: no token of the vocabulary can continue the text";
 
 bool finite_row(const float* l, int64_t n) {
     for (int64_t i = 0; i < n; ++i)
@@ -117,6 +120,27 @@ void Round::decode_step(const std::vector<EngineSeq*>& rows_in) {
     }
     if (any_host) m.logits.resize(size_t(R * V));
     Status st = Status::ok();
+    // Device rows under a constraint: their masks, filled by the model while the forward runs. A mask that allows
+    // nothing is marked (the sequence fails after the step) and handed over allowing everything, so that the
+    // row's selection stays defined.
+    std::vector<TokenMaskFn> mask_fns(static_cast<size_t>(R));
+    std::vector<const TokenMaskFn*> masks(static_cast<size_t>(R), nullptr);
+    std::vector<char> no_token(static_cast<size_t>(R), 0);
+    bool any_mask = false;
+    for (int64_t r = 0; r < R; ++r) {
+        EngineSeq& s = *rows[size_t(r)];
+        if (!s.device || !s.p.constraint) continue;
+        char* empty = &no_token[size_t(r)];
+        mask_fns[size_t(r)] = [&s, empty, V](uint32_t* w) {
+            s.p.constraint->set_remaining(s.p.max_tokens - s.generated);
+            s.p.constraint->fill_mask(w);
+            if (token_mask_count(w, V) > 0) return;
+            *empty = 1;
+            std::fill(w, w + token_mask_words(V), ~0u);
+        };
+        masks[size_t(r)] = &mask_fns[size_t(r)];
+        any_mask = true;
+    }
     if (m.model.has_batch_sampler()) {  // device rows selected there (an all-greedy step is the model's fast path)
         std::vector<const SamplingParams*> params(static_cast<size_t>(R));
         std::vector<const std::vector<int32_t>*> hist(static_cast<size_t>(R));
@@ -126,7 +150,8 @@ void Round::decode_step(const std::vector<EngineSeq*>& rows_in) {
         }
         st = timed([&] {
             return m.model.batch_decode_sample(*m.batch, slots.data(), tokens.data(), R, params.data(), hist.data(),
-                                               ids.data(), any_host ? m.logits.data() : nullptr);
+                                               ids.data(), any_host ? m.logits.data() : nullptr,
+                                               any_mask ? masks.data() : nullptr);
         });
     } else {  // every row is a host row
         st = timed([&] { return m.model.batch_decode(*m.batch, slots.data(), tokens.data(), R, m.logits.data()); });
@@ -141,7 +166,8 @@ void Round::decode_step(const std::vector<EngineSeq*>& rows_in) {
         if (m.cache && pos(s) % m.opt.prefill_chunk == 0) checkpoint(s);
         if (s.phase == Phase::ENDED) continue;
         if (s.device) {
-            emit(s, nullptr, ids[size_t(r)]);
+            if (no_token[size_t(r)]) end(s, SequenceEnd::FAILED, kNoToken);
+            else emit(s, nullptr, ids[size_t(r)]);
             continue;
         }
         const float* row = m.logits.data() + r * V;
@@ -161,8 +187,7 @@ void Round::select(EngineSeq& s, const float* logits) {
         s.mask.resize(size_t(token_mask_words(V)));
         c->set_remaining(s.p.max_tokens - s.generated);
         c->fill_mask(s.mask.data());
-        if (token_mask_count(s.mask.data(), V) == 0)
-            return end(s, SequenceEnd::FAILED, "structured output: no token of the vocabulary can continue the text");
+        if (token_mask_count(s.mask.data(), V) == 0) return end(s, SequenceEnd::FAILED, kNoToken);
         mask = s.mask.data();
     }
     emit(s, logits, s.sampler->sample(logits, V, s.tokens, mask));

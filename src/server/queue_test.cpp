@@ -209,12 +209,14 @@ TEST(EngineQueue, ShutdownLetsShortJobsFinish) {
 }
 
 // A constraint that allows only even ids below 20 and is done after `n` tokens; it records what the queue told it.
+// From its `dead_end`-th mask on it allows no token at all.
 class EvenIds : public TokenConstraint {
 public:
-    explicit EvenIds(int n) : n_(n) {}
+    explicit EvenIds(int n, int dead_end = -1) : n_(n), dead_end_(dead_end) {}
     void fill_mask(uint32_t* w) override {
         w[0] = 0;
         w[1] = 0;
+        if (masks++ == dead_end_) return;
         for (int v = 0; v < 20; v += 2) w[0] |= 1u << v;
     }
     Status accept(int32_t t) override {
@@ -226,9 +228,10 @@ public:
     void set_remaining(int64_t r) override { remaining.push_back(r); }
     std::vector<int32_t> accepted;
     std::vector<int64_t> remaining;
+    int masks = 0;
 
 private:
-    int n_;
+    int n_, dead_end_;
 };
 
 TEST(EngineQueue, ConstraintMasksEveryTokenAndEndsTheJob) {
@@ -259,16 +262,22 @@ public:
     bool has_batch_sampler() const override { return true; }
     Status batch_decode_sample(BatchState& b, const int32_t* slots, const int32_t* tokens, int64_t rows,
                                const SamplingParams* const* params, const std::vector<int32_t>* const* history,
-                               int32_t* ids, float* logits) const override {
+                               int32_t* ids, float* logits, const TokenMaskFn* const* masks) const override {
         const int64_t V = info().vocab_size;
         std::vector<float> l(size_t(rows * V));
         EMBER_TRY(batch_decode(b, slots, tokens, rows, l.data()));
         std::lock_guard<std::mutex> lk(mu);
+        std::vector<uint32_t> mask(size_t(token_mask_words(V)));
         for (int64_t r = 0; r < rows; ++r) {
             EMBER_REQUIRE(!history[r]->empty() && history[r]->back() == tokens[r], "history must end with the token");
             auto& smp = samplers[slots[r]];
             if (!smp || smp->params().seed != params[r]->seed) smp = std::make_unique<Sampler>(*params[r]);
-            ids[r] = smp->sample(&l[size_t(r * V)], V, *history[r]);
+            const bool masked = masks && masks[r];
+            if (masked) {
+                (*masks[r])(mask.data());
+                masked_rows++;
+            }
+            ids[r] = smp->sample(&l[size_t(r * V)], V, *history[r], masked ? mask.data() : nullptr);
             device_rows++;
         }
         if (logits) std::copy(l.begin(), l.end(), logits), host_logit_steps++;
@@ -281,10 +290,12 @@ public:
     }
     mutable std::mutex mu;
     mutable std::map<int32_t, std::unique_ptr<Sampler>> samplers;
-    mutable int device_rows = 0, host_logit_steps = 0;
+    mutable int device_rows = 0, host_logit_steps = 0, masked_rows = 0;
 };
 
-TEST(EngineQueue, ConstraintRowsSampleOnTheHostBesideDeviceRows) {
+// A constrained row is a device row too: its mask goes to the batch sampler (filled during the step), no logits
+// cross to the host.
+TEST(EngineQueue, ConstraintRowsAreMaskedInTheBatchSampler) {
     QueueOptions o;
     o.max_seqs = 2;
     RigOf<BatchToyLM> r(o, std::chrono::milliseconds(2));
@@ -304,10 +315,37 @@ TEST(EngineQueue, ConstraintRowsSampleOnTheHostBesideDeviceRows) {
     EXPECT_EQ(ids.size(), 6u);
     EXPECT_EQ(end, JobEnd::LENGTH);
     EXPECT_EQ(c->remaining, (std::vector<int64_t>{6, 5, 4, 3, 2, 1}));
-    // The free row's 5 decode steps were selected by the batch sampler; the constrained row's by the host, from
-    // logits that crossed in the steps they shared.
-    EXPECT_EQ(r.lm.device_rows, 2 * 5);  // the batch sampler selects every row; the queue uses the host rows' logits
-    EXPECT_GE(r.lm.host_logit_steps, 5);
+    // Both rows' 5 decode steps were selected by the batch sampler, the constrained row's through its mask (its
+    // first token came from the prompt's logits on the host); no logits crossed.
+    EXPECT_EQ(r.lm.device_rows, 2 * 5);
+    EXPECT_EQ(r.lm.masked_rows, 5);
+    EXPECT_EQ(r.lm.host_logit_steps, 0);
+}
+
+// A device row whose constraint allows no token fails with that reason; the row beside it goes on.
+TEST(EngineQueue, ADeviceRowWithNoAllowedTokenFailsAlone) {
+    QueueOptions o;
+    o.max_seqs = 2;
+    RigOf<BatchToyLM> r(o, std::chrono::milliseconds(2));
+    auto c = std::make_shared<EvenIds>(100, /*dead_end=*/3);  // masks 0 (prompt), 1, 2 fine; the 4th empty
+    JobSpec cs = greedy({5}, 8);
+    cs.constraint = c;
+    auto a = r.submit(cs);
+    auto b = r.submit(greedy({7}, 8));
+    JobUpdate u;
+    std::vector<int32_t> ids;
+    for (;;) {
+        ASSERT_TRUE(a->wait(u, std::chrono::milliseconds(5000)));
+        for (const auto& t : u.tokens) ids.push_back(t.id);
+        if (u.end != JobEnd::RUNNING) break;
+    }
+    EXPECT_EQ(u.end, JobEnd::FAILED);
+    EXPECT_NE(u.error.find("no token of the vocabulary"), std::string::npos) << u.error;
+    EXPECT_EQ(ids, c->accepted);
+    EXPECT_EQ(ids.size(), 3u);
+    JobEnd end;
+    EXPECT_EQ(drain(*b, &end), expected(7, 8));
+    EXPECT_EQ(end, JobEnd::LENGTH);
 }
 
 // A sequence's tokens do not depend on what else is in the batch: sampled alone, and among others with other

@@ -14,7 +14,8 @@ namespace ember::cuda {
 
 // Graph keys of batched steps (disjoint from the single-sequence GraphMode keys, all < 32):
 //   kRowsKey | rows << 1 | greedy                         forward (+ argmax_rows)
-//   kSampleKey | rows << 3 | penalties << 1 | select_only  per-row selection (+ forward unless select_only)
+//   kSampleKey | rows << 3 | mask << 2 | penalties << 1 | select_only
+//                                                         per-row selection (+ forward unless select_only)
 constexpr int kRowsKey = 1 << 20;
 constexpr int kSampleKey = 1 << 21;
 
@@ -38,7 +39,14 @@ struct BatchSampler {
     int32_t* host_win = nullptr;                   // [2·slots]
     uint64_t* host_seed = nullptr;                 // [slots]
     std::vector<int32_t> counts_host;              // a window's counts before their upload [vocab]
+    // Token masks (structured output; allocated by the first step with a mask): masks [slots, words] the packed
+    // mask rows of the step's constrained rows, mask_row [slots] int32 (row r's mask row, −1: none); pinned staging.
+    DeviceBuffer masks, mask_row;
+    uint32_t* host_masks = nullptr;  // [slots · words]
+    int32_t* host_mask_row = nullptr;  // [slots]
     ~BatchSampler() {
+        if (host_masks) cudaFreeHost(host_masks);
+        if (host_mask_row) cudaFreeHost(host_mask_row);
         if (host_params) cudaFreeHost(host_params);
         if (host_win) cudaFreeHost(host_win);
         if (host_seed) cudaFreeHost(host_seed);

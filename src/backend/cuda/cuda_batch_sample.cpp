@@ -11,12 +11,17 @@
 // With `logits` the forward and the selection are two graphs with the logits' copy between them, so the caller
 // gets the logits before penalties. When every row is greedy without penalties the step is batch_decode_greedy's
 // graph (argmax_rows; sample() of a greedy row is that argmax). One host wait per step.
+// Rows with a token mask (structured output): the forward graph runs first; while it runs the host fills the
+// masks of those rows into pinned staging (packed, with a row map), uploads them behind it, and the selection
+// graph applies them (apply_token_mask_rows) before the penalties and the draw.
 #include <algorithm>
 #include <cmath>
 
 #include "backend/cuda/cuda_batch.h"
 #include "backend/cuda/cuda_check.h"
 #include "ops/sampling/sampling_rows_cuda.h"
+#include "ops/sampling/token_mask.h"
+#include "ops/sampling/token_mask_cuda.h"
 
 namespace ember::cuda {
 
@@ -48,6 +53,18 @@ Status ensure_sampler(CudaBatch& cb, int64_t V, bool counts) {
         EMBER_ASSIGN(z.counts, zeroed(N * size_t(V) * sizeof(int32_t), "penalty counts of the batch", st));
         z.counts_host.assign(size_t(V), 0);
     }
+    return Status::ok();
+}
+
+// The mask buffers (first step with a mask): a mask row per slot and the row map, device and pinned.
+Status ensure_masks(CudaBatch& cb, int64_t V) {
+    BatchSampler& z = cb.sampler;
+    if (z.masks.get()) return Status::ok();
+    const size_t N = size_t(cb.slots()), W = size_t(token_mask_words(V));
+    EMBER_ASSIGN(z.masks, DeviceBuffer::alloc(N * W * sizeof(uint32_t), "batch token masks"));
+    EMBER_ASSIGN(z.mask_row, DeviceBuffer::alloc(N * sizeof(int32_t), "batch token mask rows"));
+    CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&z.host_masks), N * W * sizeof(uint32_t)));
+    CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&z.host_mask_row), N * sizeof(int32_t)));
     return Status::ok();
 }
 
@@ -92,15 +109,19 @@ void stage_row(CudaBatch& cb, int64_t r, int32_t slot, int32_t token, const Samp
     z.host_win[2 * r + 1] = leave;
 }
 
-// The selection of a step (capturable): window counts and penalties (pen), per-row sampling, ids and their
-// logits to cb.host_out (the layout batch_body's greedy step uses). Row r's slot is s.rows_dev[2r].
-void select_rows(CudaBatch& cb, int64_t rows, int64_t V, bool pen) {
+// The selection of a step (capturable): the token masks (mask: rows mapped by sampler.mask_row), window counts
+// and penalties (pen), per-row sampling, ids and their logits to cb.host_out (the layout batch_body's greedy step
+// uses). Row r's slot is s.rows_dev[2r].
+void select_rows(CudaBatch& cb, int64_t rows, int64_t V, bool pen, bool mask) {
     CudaState& s = cb.s;
     BatchSampler& z = cb.sampler;
     const int64_t N = cb.slots();
     const auto* P = z.params.as<DeviceSamplingParams>();
     int32_t* out = z.out.as<int32_t>();
     float* lg = reinterpret_cast<float*>(out + N);
+    if (mask)
+        apply_token_mask_rows(s.logits, rows, V, V, z.masks.as<uint32_t>(), token_mask_words(V),
+                              z.mask_row.as<int32_t>(), s.stream);
     if (pen) {
         token_counts_update_rows(z.counts.as<int32_t>(), rows, V, z.win.as<int32_t>(), s.rows_dev, 2, s.stream);
         apply_penalties_rows(s.logits, rows, V, z.counts.as<int32_t>(), P, s.rows_dev, 2, s.stream);
@@ -115,14 +136,15 @@ void select_rows(CudaBatch& cb, int64_t rows, int64_t V, bool pen) {
 Status CudaCausalLM::batch_decode_sample(BatchState& b, const int32_t* slots, const int32_t* tokens, int64_t rows,
                                          const SamplingParams* const* params,
                                          const std::vector<int32_t>* const* history, int32_t* ids,
-                                         float* logits) const {
+                                         float* logits, const TokenMaskFn* const* masks) const {
     EMBER_ASSIGN(CudaBatch * cb, as_batch(b));
     const int64_t V = info_.vocab_size;
     EMBER_TRY(batch_check_step(b, slots, tokens, rows, V, capacity_));
     EMBER_REQUIRE(params != nullptr && history != nullptr && ids != nullptr,
                   "batch sample: params, history and ids are required");
-    bool any_pen = false, all_greedy = true;
+    bool any_pen = false, all_greedy = true, any_mask = false;
     for (int64_t r = 0; r < rows; ++r) {
+        any_mask = any_mask || (masks && masks[r]);
         EMBER_REQUIRE(params[r] != nullptr && history[r] != nullptr,
                       "batch sample: row %lld (slot %d) has no sampling parameters or no history", (long long)r,
                       slots[r]);
@@ -139,6 +161,7 @@ Status CudaCausalLM::batch_decode_sample(BatchState& b, const int32_t* slots, co
     EMBER_TRY(batch_stage(b, slots, tokens, rows));  // allocates the pool on first use; rows and ids to the device
     CudaState& s = cb->s;
     EMBER_TRY(ensure_sampler(*cb, V, any_pen));
+    if (any_mask) EMBER_TRY(ensure_masks(*cb, V));
     for (int64_t r = 0; r < rows; ++r) stage_row(*cb, r, slots[r], tokens[r], *params[r], *history[r], V);
     BatchSampler& z = cb->sampler;
     CUDA_CHECK(cudaMemcpyAsync(z.params.get(), z.host_params, size_t(rows) * sizeof(DeviceSamplingParams),
@@ -147,17 +170,31 @@ Status CudaCausalLM::batch_decode_sample(BatchState& b, const int32_t* slots, co
                                s.stream));
     const int R = int(rows);
     const int sel_key = kSampleKey | R << 3 | int(any_pen) << 1;
-    if (logits) {  // forward graph, the logits before penalties to the host, then the selection graph
+    if (logits || any_mask) {  // forward graph, the logits before masks and penalties to the host, the masks
         launch_rows(s, kRowsKey | R << 1, [&] { batch_body(b, rows, false); });
-        CUDA_CHECK(cudaMemcpyAsync(logits, s.logits, size_t(rows * V) * sizeof(float), cudaMemcpyDeviceToHost,
-                                   s.stream));
-        launch_rows(s, sel_key | 1, [&] { select_rows(*cb, rows, V, any_pen); }, /*first=*/false);
+        if (logits)
+            CUDA_CHECK(cudaMemcpyAsync(logits, s.logits, size_t(rows * V) * sizeof(float), cudaMemcpyDeviceToHost,
+                                       s.stream));
+        if (any_mask) {  // filled while the forward runs (the previous step's uploads ended at its host wait)
+            const int64_t W = token_mask_words(V);
+            int32_t k = 0;
+            for (int64_t r = 0; r < rows; ++r) {
+                z.host_mask_row[r] = masks[r] ? k : -1;
+                if (masks[r]) (*masks[r])(z.host_masks + int64_t(k++) * W);
+            }
+            CUDA_CHECK(cudaMemcpyAsync(z.masks.get(), z.host_masks, size_t(k * W) * sizeof(uint32_t),
+                                       cudaMemcpyHostToDevice, s.stream));
+            CUDA_CHECK(cudaMemcpyAsync(z.mask_row.get(), z.host_mask_row, size_t(rows) * sizeof(int32_t),
+                                       cudaMemcpyHostToDevice, s.stream));
+        }
+        launch_rows(s, sel_key | int(any_mask) << 2 | 1, [&] { select_rows(*cb, rows, V, any_pen, any_mask); },
+                    /*first=*/false);
     } else if (all_greedy && !any_pen) {
         launch_rows(s, kRowsKey | R << 1 | 1, [&] { batch_body(b, rows, true); });
     } else {
         launch_rows(s, sel_key, [&] {
             batch_body(b, rows, false);
-            select_rows(*cb, rows, V, any_pen);
+            select_rows(*cb, rows, V, any_pen, false);
         });
     }
     CUDA_CHECK(cudaStreamSynchronize(s.stream));  // the one host wait per step

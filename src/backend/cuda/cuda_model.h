@@ -135,7 +135,8 @@ public:
     bool has_batch_sampler() const override { return true; }
     Status batch_decode_sample(BatchState& b, const int32_t* slots, const int32_t* tokens, int64_t rows,
                                const SamplingParams* const* params, const std::vector<int32_t>* const* history,
-                               int32_t* ids, float* logits = nullptr) const override;
+                               int32_t* ids, float* logits = nullptr,
+                               const TokenMaskFn* const* masks = nullptr) const override;
     Status batch_reset(BatchState& b, int64_t slot) const override;
     StepStats last_batch_stats(const BatchState& b) const override;
     Expected<std::string> batch_profile(BatchState& b, const int32_t* slots, const int32_t* tokens,

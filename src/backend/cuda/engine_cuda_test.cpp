@@ -1,7 +1,8 @@
 // ember::Engine on the GPU (runtime/engine*.cpp over CudaCausalLM's batch pool, rows selected by the device sampler):
 // sequences stepped together — ragged prompts in chunks, joining as slots free — give the tokens each gives alone
 // (greedy, and seeded sampling with penalties), and a saved sequence continues after restore exactly as the
-// uninterrupted run, its slot's device RNG stream included (batch_slot_rng / batch_set_slot_rng). The CPU form:
+// uninterrupted run, its slot's device RNG stream included (batch_slot_rng / batch_set_slot_rng); constrained rows
+// masked on the device select what the host's masked selection does. The CPU form:
 // src/api/engine_test.cpp. Skips without a GPU.
 #include <gtest/gtest.h>
 
@@ -54,6 +55,74 @@ TEST(EngineCuda, TogetherEqualsAloneWithDeviceSampling) {
             for (size_t i = 0; i < todo.size(); ++i) {
                 Engine solo = engine(*m, 1, 8);
                 EXPECT_EQ(all[i].tokens, run(solo, {todo[i]}).at(0).tokens) << i;
+            }
+        }
+    }
+}
+
+// A constraint allowing a pseudo-random ~1/16 of the vocabulary at each of its steps (never none); accept() refuses
+// any other token, so an unmasked selection fails the sequence.
+class SparseIds : public TokenConstraint {
+public:
+    SparseIds(int64_t vocab, uint64_t salt) : V_(vocab), salt_(salt) {}
+    bool allowed(int64_t v) const {
+        uint64_t h = (uint64_t(v) + 1) * 0x9E3779B97F4A7C15ull ^ (uint64_t(step_) * 0xBF58476D1CE4E5B9ull + salt_);
+        h ^= h >> 29;
+        h *= 0x94D049BB133111EBull;
+        return (h >> 32) % 16 == 0 || v == int64_t(salt_ % uint64_t(V_));
+    }
+    void fill_mask(uint32_t* w) override {
+        for (int64_t i = 0; i < (V_ + 31) / 32; ++i) w[i] = 0;
+        for (int64_t v = 0; v < V_; ++v)
+            if (allowed(v)) w[v / 32] |= 1u << (v % 32);
+    }
+    Status accept(int32_t t) override {
+        if (!allowed(t)) return errorf("token %d is not allowed at step %d", t, step_);
+        ++step_;
+        return Status::ok();
+    }
+    bool done() const override { return false; }
+
+private:
+    int64_t V_;
+    uint64_t salt_;
+    int step_ = 0;
+};
+
+// Rows 0, 2 and 3 of mixed() under a SparseIds constraint each (fresh ones per call), `host`: selected on the host
+// (top_logprobs asks for the logits) instead of through the device masks.
+std::vector<SequenceParams> constrained(int64_t V, float temp, bool host) {
+    auto todo = mixed(V, temp, /*logits=*/false);
+    for (size_t i : {0u, 2u, 3u}) {
+        todo[i].constraint = std::make_shared<SparseIds>(V, 7 + i);
+        if (host) todo[i].top_logprobs = 0;
+    }
+    return todo;
+}
+
+// Constrained rows selected on the device (masks filled during the forward, applied in the selection graph):
+// greedy tokens equal the host's masked selection from the same logits; seeded sampling is batch-invariant;
+// every token passes the constraint (record() fails a FAILED sequence).
+TEST(EngineCuda, DeviceMasksEqualHostMasks) {
+    SKIP_WITHOUT_GPU();
+    for (const char* f : kModels) {
+        SCOPED_TRACE(f);
+        auto m = gpu_model(f);
+        const int64_t V = m->info().vocab_size;
+        for (float temp : {0.f, 0.9f}) {
+            SCOPED_TRACE(temp);
+            Engine together = engine(*m, 3, 8);
+            const auto dev = run(together, constrained(V, temp, false));
+            for (size_t i = 0; i < dev.size(); ++i) EXPECT_FALSE(dev[i].tokens.empty()) << i;
+            if (temp == 0.f) {
+                Engine host = engine(*m, 3, 8);
+                const auto ref = run(host, constrained(V, temp, true));
+                for (size_t i = 0; i < dev.size(); ++i) EXPECT_EQ(dev[i].tokens, ref[i].tokens) << i;
+            }
+            const auto todo = constrained(V, temp, false);
+            for (size_t i : {0u, 3u}) {
+                Engine solo = engine(*m, 1, 8);
+                EXPECT_EQ(dev[i].tokens, run(solo, {todo[i]}).at(0).tokens) << i;
             }
         }
     }

@@ -323,5 +323,21 @@ TEST(Sampling, ApplyTokenMaskRows) {
         }
 }
 
+// The row map of a batched step: rows 0 and 2 take packed mask rows 1 and 0, row 1 none.
+TEST(Sampling, ApplyTokenMaskRowMap) {
+    const int64_t V = 40, rows = 3, ld = 41, W = token_mask_words(V);
+    std::vector<float> l(size_t(rows * ld), 1.f);
+    std::vector<uint32_t> m(size_t(2 * W), 0u);
+    m[0] = 4u;                // packed row 0: token 2
+    m[size_t(W) + 1] = 1u;    // packed row 1: token 32
+    const int32_t map[3] = {1, -1, 0};
+    apply_token_mask_rows(l.data(), rows, V, ld, m.data(), W, map);
+    for (int64_t r = 0; r < rows; ++r)
+        for (int64_t v = 0; v < ld; ++v) {
+            const bool keep = v >= V || r == 1 || (r == 0 && v == 32) || (r == 2 && v == 2);
+            EXPECT_EQ(l[size_t(r * ld + v)], keep ? 1.f : -INFINITY) << r << " " << v;
+        }
+}
+
 }  // namespace
 }  // namespace ember

@@ -12,6 +12,12 @@ void apply_token_mask(float* logits, int64_t rows, int64_t vocab, int64_t ld, co
             if (!token_allowed(mask + r * mask_stride, v)) logits[r * ld + v] = ninf;
 }
 
+void apply_token_mask_rows(float* logits, int64_t rows, int64_t vocab, int64_t ld, const uint32_t* mask,
+                           int64_t mask_stride, const int32_t* mask_row) {
+    for (int64_t r = 0; r < rows; ++r)
+        if (mask_row[r] >= 0) apply_token_mask(logits + r * ld, 1, vocab, ld, mask + mask_row[r] * mask_stride, mask_stride);
+}
+
 int64_t token_mask_count(const uint32_t* mask, int64_t vocab) {
     int64_t n = 0;
     for (int64_t v = 0; v < vocab; ++v) n += token_allowed(mask, v);

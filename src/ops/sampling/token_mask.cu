@@ -9,12 +9,15 @@ namespace {
 
 constexpr int kThreads = 256;
 
+// mask_row (optional): row r takes mask row mask_row[r], none if < 0; without it, mask row r.
 __global__ void k_apply_token_mask(float* __restrict__ logits, int64_t vocab, int64_t ld,
-                                   const uint32_t* __restrict__ mask, int64_t mask_stride) {
+                                   const uint32_t* __restrict__ mask, int64_t mask_stride,
+                                   const int32_t* __restrict__ mask_row) {
     const int64_t w = int64_t(blockIdx.x) * kThreads + threadIdx.x, r = blockIdx.y;
     const int64_t words = (vocab + 31) / 32;
-    if (w >= words) return;
-    const uint32_t m = mask[r * mask_stride + w];
+    const int64_t mr = mask_row ? int64_t(mask_row[r]) : r;
+    if (w >= words || mr < 0) return;
+    const uint32_t m = mask[mr * mask_stride + w];
     if (m == ~0u) return;
     float* row = logits + r * ld + w * 32;
     const int n = int(vocab - w * 32 < 32 ? vocab - w * 32 : 32);
@@ -24,15 +27,20 @@ __global__ void k_apply_token_mask(float* __restrict__ logits, int64_t vocab, in
 
 }  // namespace
 
-void apply_token_mask(float* logits, int64_t rows, int64_t vocab, int64_t ld, const uint32_t* mask,
-                      int64_t mask_stride, cudaStream_t stream) {
+void apply_token_mask_rows(float* logits, int64_t rows, int64_t vocab, int64_t ld, const uint32_t* mask,
+                           int64_t mask_stride, const int32_t* mask_row, cudaStream_t stream) {
     EMBER_CHECK(rows > 0 && rows < 65536 && vocab > 0 && ld >= vocab && mask_stride >= (vocab + 31) / 32,
                 "apply_token_mask: rows %lld vocab %lld ld %lld mask_stride %lld", (long long)rows, (long long)vocab,
                 (long long)ld, (long long)mask_stride);
     const int64_t words = (vocab + 31) / 32;
     const dim3 grid(unsigned((words + kThreads - 1) / kThreads), unsigned(rows));
-    k_apply_token_mask<<<grid, kThreads, 0, stream>>>(logits, vocab, ld, mask, mask_stride);
+    k_apply_token_mask<<<grid, kThreads, 0, stream>>>(logits, vocab, ld, mask, mask_stride, mask_row);
     CUDA_CHECK(cudaGetLastError());
+}
+
+void apply_token_mask(float* logits, int64_t rows, int64_t vocab, int64_t ld, const uint32_t* mask,
+                      int64_t mask_stride, cudaStream_t stream) {
+    apply_token_mask_rows(logits, rows, vocab, ld, mask, mask_stride, nullptr, stream);
 }
 
 }  // namespace ember::cuda

@@ -12,6 +12,10 @@ inline bool token_allowed(const uint32_t* mask, int64_t v) { return (mask[v >> 5
 
 // logits [rows, vocab] with row stride ld; mask [rows, mask_stride] words (mask_stride ≥ token_mask_words(vocab)).
 void apply_token_mask(float* logits, int64_t rows, int64_t vocab, int64_t ld, const uint32_t* mask, int64_t mask_stride);
+// The same with a row map (a batched step where only some sequences are constrained): row r takes mask row
+// mask_row[r] (words mask + mask_row[r]·mask_stride); mask_row[r] < 0 leaves row r as it is.
+void apply_token_mask_rows(float* logits, int64_t rows, int64_t vocab, int64_t ld, const uint32_t* mask,
+                           int64_t mask_stride, const int32_t* mask_row);
 
 // Number of allowed tokens of one row in [0, vocab).
 int64_t token_mask_count(const uint32_t* mask, int64_t vocab);

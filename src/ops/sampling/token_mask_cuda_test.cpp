@@ -54,6 +54,36 @@ TEST(TokenMaskCuda, MatchesCpuReference) {
     }
 }
 
+// The row map of a batched step: some rows constrained (in any order of the packed mask rows), some not.
+TEST(TokenMaskCuda, RowMapMatchesCpuReference) {
+    SKIP_WITHOUT_GPU();
+    std::mt19937_64 g(3);
+    for (int64_t vocab : {33, 49152, 248320}) {
+        const int64_t rows = 7, ld = vocab + 3, W = token_mask_words(vocab) + 1, nm = 4;
+        std::vector<float> l(size_t(rows * ld));
+        std::normal_distribution<float> nd(0.f, 3.f);
+        for (float& x : l) x = nd(g);
+        std::vector<uint32_t> m(size_t(nm * W));
+        for (uint32_t& w : m) w = uint32_t(g()) & uint32_t(g());  // about a quarter of the tokens allowed
+        const std::vector<int32_t> map = {2, -1, 0, -1, 3, 1, -1};  // rows 1, 3 and 6 unconstrained
+        std::vector<float> want = l;
+        ember::apply_token_mask_rows(want.data(), rows, vocab, ld, m.data(), W, map.data());
+        for (int64_t r = 0; r < rows; ++r) {  // the reference itself: unmapped rows untouched, mapped rows masked
+            const bool same = std::memcmp(want.data() + r * ld, l.data() + r * ld, size_t(ld) * 4) == 0;
+            ASSERT_EQ(same, map[size_t(r)] < 0) << "row " << r;
+        }
+        DeviceBuffer dl = dev_alloc(l.size() * 4), dm = dev_alloc(m.size() * 4), dr = dev_alloc(map.size() * 4);
+        CUDA_CHECK(cudaMemcpy(dl.get(), l.data(), l.size() * 4, cudaMemcpyHostToDevice));
+        CUDA_CHECK(cudaMemcpy(dm.get(), m.data(), m.size() * 4, cudaMemcpyHostToDevice));
+        CUDA_CHECK(cudaMemcpy(dr.get(), map.data(), map.size() * 4, cudaMemcpyHostToDevice));
+        apply_token_mask_rows(static_cast<float*>(dl.get()), rows, vocab, ld, static_cast<uint32_t*>(dm.get()), W,
+                              static_cast<int32_t*>(dr.get()), nullptr);
+        std::vector<float> got(l.size());
+        CUDA_CHECK(cudaMemcpy(got.data(), dl.get(), got.size() * 4, cudaMemcpyDeviceToHost));
+        ASSERT_EQ(std::memcmp(got.data(), want.data(), got.size() * 4), 0) << "vocab " << vocab;
+    }
+}
+
 TEST(TokenMaskCuda, ArgmaxAfterMaskPicksAnAllowedToken) {
     SKIP_WITHOUT_GPU();
     const int64_t V = 248320, W = token_mask_words(V);
