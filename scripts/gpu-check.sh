@@ -6,7 +6,8 @@
 # EMBER_STAGES (default "gemm tests compare gemmbench bench"): which stages run; "gemm" (the prefill GEMM's tests)
 # stops the run early when they fail; also "batch" (the batched engine's tests and `ember bench --batch`),
 # "splitbench", "server", "grammar" (both need .devdata/smollm2.part*),
-# "profile", "persistent" (the persistent decode kernel's tests and decode graph vs persistent). EMBER_MODELS: the `ember bench` models; EMBER_PP: its -p list (default 512).
+# "profile", "persistent" (the persistent decode kernel's tests and decode graph vs persistent), "ttft" (warm vs cold
+# time to first token of the prefix cache, `ember bench --prefix-ttft`). EMBER_MODELS: the `ember bench` models; EMBER_PP: its -p list (default 512).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${1:-${OUT:-/tmp/ember-gpu}}
@@ -102,6 +103,15 @@ if has batch; then
   row "ember bench --batch ($bmodels)" "rc=$? (bench_batch.md)"
   timeout 200 $E bench --synthetic "$bmodels" --device cuda -p 0 -n 128 -r 2 -c 512 >> "$OUT/bench_batch.md" 2>> "$OUT/bench_batch.err"
   cat "$OUT/bench_batch.md"; tail -5 "$OUT/bench_batch.err"
+fi
+# 3a2. the prefix cache: time to first token of a prompt whose 4,000-token prefix is cached vs the same prompt cold
+# (issue 14: warm ≤ 10 % of cold; EMBER_TTFT_MODELS, EMBER_TTFT_LEN)
+if has ttft; then
+  tmodels=${EMBER_TTFT_MODELS:-qwen3.5-2b,qwen3.5-9b}
+  timeout 120 $E bench --synthetic "$tmodels" --device cuda --prefix-ttft ${EMBER_TTFT_LEN:-4000} -r 3 \
+    > "$OUT/ttft.log" 2> "$OUT/ttft.err"
+  row "ember bench --prefix-ttft ($tmodels)" "rc=$? (ttft.log)"
+  cat "$OUT/ttft.log"; tail -3 "$OUT/ttft.err"
 fi
 # 3b. the server under load (SmolLM2 from .devdata/smollm2{.raw,}.part*: the device copy is size-limited, so the pieces come in successive calls to a warm machine) and structured output
 M=.devdata/SmolLM2-135M-Instruct.Q4_1.gguf

@@ -6,20 +6,13 @@
 // T 0.8, top-p 0.9, repetition penalty 1.1 with its own seed) instead.
 #include "bench_batch.h"
 
-#include <chrono>
-#include <cmath>
 #include <cstdio>
 #include <vector>
 
+#include "bench_stat.h"
 #include "common.h"
 
 namespace ember::cli {
-
-namespace {
-double now_s() {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-}  // namespace
 
 int bench_batch(const CausalLM& lm, const std::string& label, const std::string& dev, const std::vector<long>& sizes,
                 long prompt, long steps, long reps, double bw_gbs, bool profile, bool sample) {
@@ -74,11 +67,8 @@ int bench_batch(const CausalLM& lm, const std::string& label, const std::string&
                 gpu_us.push_back(g / double(steps));
             }
         }
-        double mean = 0, sd = 0, gmean = 0;
-        for (double x : agg) mean += x / double(agg.size());
-        for (double x : agg) sd += (x - mean) * (x - mean) / double(agg.size() > 1 ? agg.size() - 1 : 1);
-        for (double x : gpu_us) gmean += x / double(gpu_us.size());
-        sd = std::sqrt(sd);
+        const Stat a = stat(agg);
+        const double mean = a.mean, sd = a.sd, gmean = stat(gpu_us).mean;
         const double step_bytes = double(info.weight_bytes) +
                                   double(B) * (2.0 * double(info.state_bytes) +
                                                double(info.kv_bytes_per_token) * (double(prompt) + double(steps) / 2.0));

@@ -2,10 +2,9 @@
 // kernels per token, GPU µs and host µs per token — for synthetic presets and/or model paths.
 //   decode floor = (bytes read per token: weights + recurrent state read and written + KV cache) / copy bw,
 //   copy bandwidth measured in the same run (GPU: D2D memcpy; CPU: a multi-threaded read of 1 GiB).
+// Other modes instead of pp/tg: --batch (bench_batch.cpp), --prefix-ttft (bench_prefix.cpp), --kernels.
 #include <algorithm>
 #include <cerrno>
-#include <chrono>
-#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -16,6 +15,8 @@
 
 #include "args.h"
 #include "bench_batch.h"
+#include "bench_prefix.h"
+#include "bench_stat.h"
 #include "commands.h"
 #include "common.h"
 #include "core/parallel.h"
@@ -42,6 +43,11 @@ void usage() {
         "                B prompts of --batch-prompt tokens (default 128), then -n steps of all B rows, greedy\n"
         "                (--profile: then a table of one step's GPU time by kernel; CUDA; --sample: every row sampled\n"
         "                on the device, T 0.8 top-p 0.9 repetition 1.1, instead of greedy)\n"
+        "  --prefix-ttft L[,L...]  instead of pp/tg: time to first token through the engine with its prefix cache, a\n"
+        "                prompt of L random tokens + 16 (cold: nothing cached) vs the same L + 16 other tokens (warm:\n"
+        "                restored from the checkpoint of every whole 256-token block of L), each rep a new prefix;\n"
+        "                prints cold and warm ms (mean ± sd), warm/cold and the tokens restored (L ≥ 256)\n"
+        "  --prefix-cache-mib N  the prefix cache's host memory for --prefix-ttft (default 4096)\n"
         "%s"
         "  --kernels     instead: the decode-GEMV table (gemv_bench, built with -DEMBER_CUDA=ON next to this binary) and,\n"
         "                when python3 has torch, the peers on the same shapes (bench/peers/torch_int4.py: torch int4\n"
@@ -60,10 +66,6 @@ std::vector<std::string> split_list(const std::string& s) {
         i = j + 1;
     }
     return out;
-}
-
-double now_s() {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 // CPU read bandwidth (GB/s): threads sum a 1 GiB buffer; best of 3.
@@ -88,17 +90,16 @@ double cpu_read_bandwidth_gbs() {
     return double(n * sizeof(uint64_t)) / best / 1e9;
 }
 
-struct Stat {
-    double mean = 0, sd = 0;
-};
-Stat stat(const std::vector<double>& v) {
-    Stat s;
-    if (v.empty()) return s;
-    for (double x : v) s.mean += x;
-    s.mean /= double(v.size());
-    for (double x : v) s.sd += (x - s.mean) * (x - s.mean);
-    s.sd = v.size() > 1 ? std::sqrt(s.sd / double(v.size() - 1)) : 0;
-    return s;
+// A comma list of integers in [lo, hi] ("512,2048"); false, with the entry in *bad, if one is not.
+bool parse_counts(const std::string& list, long lo, long hi, std::vector<long>* out, std::string* bad) {
+    for (const std::string& v : split_list(list)) {
+        char* end = nullptr;
+        errno = 0;
+        const long n = std::strtol(v.c_str(), &end, 10);
+        if (v.empty() || *end || errno || n < lo || n > hi) return *bad = v, false;
+        out->push_back(n);
+    }
+    return true;
 }
 
 }  // namespace
@@ -138,28 +139,26 @@ int cmd_bench(int argc, char** argv) {
     const long batch_prompt = a.integer({"--batch-prompt"}, 128);
     const bool profile = a.flag({"--profile"});
     const bool sample = a.flag({"--sample"});
+    const std::string ttft_list = a.str({"--prefix-ttft"});
+    const long cache_mib = a.integer({"--prefix-cache-mib"}, 4096);
     const LoadOptions load = load_options(a);
     if (!a.error().empty()) return fail("bench", a.error());
-    std::vector<long> pps;
-    for (const std::string& v : split_list(pp_list)) {
-        char* end = nullptr;
-        errno = 0;
-        const long n = std::strtol(v.c_str(), &end, 10);
-        if (v.empty() || *end || errno || n < 0 || n > (1L << 24))
-            return fail("bench", "-p: '" + v + "' is not a token count (a list such as 512,2048,8192)");
-        if (n > 0) pps.push_back(n);
-    }
+    std::vector<long> pps, batches, ttfts;
+    std::string bad;
+    if (!parse_counts(pp_list, 0, 1L << 24, &pps, &bad))
+        return fail("bench", "-p: '" + bad + "' is not a token count (a list such as 512,2048,8192)");
+    pps.erase(std::remove(pps.begin(), pps.end(), 0L), pps.end());  // 0 = skip
     if (pp_list.empty()) return fail("bench", "-p: empty list");
-    std::vector<long> batches;
-    for (const std::string& v : split_list(batch_list)) {
-        char* end = nullptr;
-        errno = 0;
-        const long n = std::strtol(v.c_str(), &end, 10);
-        if (v.empty() || *end || errno || n < 1 || n > 4096)
-            return fail("bench", "--batch: '" + v + "' is not a stream count 1..4096 (a list such as 1,8,32,64)");
-        batches.push_back(n);
-    }
+    if (!parse_counts(batch_list, 1, 4096, &batches, &bad))
+        return fail("bench", "--batch: '" + bad + "' is not a stream count 1..4096 (a list such as 1,8,32,64)");
     if (a.has({"--batch"}) && batches.empty()) return fail("bench", "--batch: empty list");
+    if (!parse_counts(ttft_list, 256, 1L << 24, &ttfts, &bad))
+        return fail("bench", "--prefix-ttft: '" + bad + "' is not a prefix length of 256..16777216 tokens (the cache "
+                             "checkpoints every 256; a list such as 1000,4000)");
+    if (a.has({"--prefix-ttft"}) && ttfts.empty()) return fail("bench", "--prefix-ttft: empty list");
+    if (!ttfts.empty() && a.has({"--batch"}))
+        return fail("bench", "--prefix-ttft and --batch are separate benchmarks: give one of them");
+    if (cache_mib < 1 || cache_mib > (1L << 22)) return fail("bench", "--prefix-cache-mib must be in [1, 4194304]");
     if (batch_prompt < 1 || batch_prompt > (1L << 20)) return fail("bench", "--batch-prompt must be 1..1048576");
     if (!batches.empty() && tg < 1) return fail("bench", "--batch needs -n ≥ 1 decode steps");
     const long pp_max = pps.empty() ? 0 : *std::max_element(pps.begin(), pps.end());
@@ -167,7 +166,10 @@ int cmd_bench(int argc, char** argv) {
     if (threads > 0) set_num_threads(static_cast<int>(threads));
     if (models.empty() == synth.empty()) return fail("bench", "give -m MODEL[,MODEL...] or --synthetic NAME[,NAME...]");
     const std::string dev = load.q8_activations && device == "auto" ? "cpu" : resolve_device(device);
-    if (!batches.empty()) {
+    if (!ttfts.empty()) {
+        const long need = *std::max_element(ttfts.begin(), ttfts.end()) + long(kPrefixTail) + 1;
+        if (ctx < need) ctx = need;
+    } else if (!batches.empty()) {
         if (ctx < batch_prompt + tg + 1) ctx = batch_prompt + tg + 1;
     } else if (ctx < pp_max + tg + 1) {
         ctx = pp_max + tg + 1;
@@ -176,20 +178,25 @@ int cmd_bench(int argc, char** argv) {
     double bw = 0;
     std::string bw_what;
 #ifdef EMBER_HAVE_CUDA
-    if (dev == "cuda") {
+    if (dev == "cuda" && ttfts.empty()) {
         auto b = cuda::copy_bandwidth_gbs();
         if (!b) return fail("bench", b.message());
         bw = b.value();
         bw_what = "copy bandwidth (D2D) " + std::to_string(int(bw)) + " GB/s on " + cuda::device_name();
     }
 #endif
-    if (dev == "cpu") {
+    if (dev == "cpu" && ttfts.empty()) {
         bw = cpu_read_bandwidth_gbs();
         bw_what = "read bandwidth " + std::to_string(int(bw)) + " GB/s, " + std::to_string(num_threads()) + " threads";
     }
-    std::printf("ember bench — device %s, %s\n\n", dev.c_str(), bw_what.c_str());
-    std::printf("| model | weights | device | test | t/s | %% of floor | floor us/tok | kernels/tok | GPU us/tok | host us/tok |\n");
-    std::printf("|---|---|---|---|---|---|---|---|---|---|\n");
+    if (!ttfts.empty()) {  // no floor: time to first token, not bandwidth
+        std::printf("ember bench — device %s, prefix cache %ld MiB, a checkpoint every 256 tokens\n\n%s", dev.c_str(),
+                    cache_mib, prefix_table_header());
+    } else {
+        std::printf("ember bench — device %s, %s\n\n", dev.c_str(), bw_what.c_str());
+        std::printf("| model | weights | device | test | t/s | %% of floor | floor us/tok | kernels/tok | GPU us/tok | host us/tok |\n");
+        std::printf("|---|---|---|---|---|---|---|---|---|---|\n");
+    }
     std::fflush(stdout);
 
     const bool is_synth = !synth.empty();
@@ -200,6 +207,10 @@ int cmd_bench(int argc, char** argv) {
         const ModelInfo& info = lm.info();
         const std::string label = is_synth ? name : info.architecture;
         const int64_t V = info.vocab_size;
+        if (!ttfts.empty()) {
+            if (bench_prefix(lm, label, dev, ttfts, reps, int64_t(cache_mib) << 20) != 0) return 1;
+            continue;
+        }
         if (!batches.empty()) {
             if (bench_batch(lm, label, dev, batches, batch_prompt, tg, reps, bw, profile, sample) != 0) return 1;
             continue;
