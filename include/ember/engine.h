@@ -88,6 +88,7 @@ struct EngineStats {
     int64_t generated_tokens = 0;            // tokens selected (stop ids included)
     int64_t prefix_cache_lookups = 0, prefix_cache_hits = 0, prefix_cache_evicted = 0;
     int64_t prefix_cache_entries = 0, prefix_cache_bytes = 0, prefix_cache_budget_bytes = 0;  // 0: off
+    int64_t prefix_cache_restore_ns = 0, prefix_cache_checkpoint_ns = 0;  // state copies in and out of the slots
     int64_t live = 0;                 // sequences holding a slot (running or kept)
     int64_t kv_tokens = 0, kv_bytes = 0, state_bytes = 0;  // what they hold
 };

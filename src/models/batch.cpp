@@ -126,4 +126,12 @@ Status CausalLM::batch_import_slot(BatchState& b, int64_t slot, int64_t pos,
     return Status::ok();
 }
 
+Status CausalLM::batch_import_slot_links(BatchState& b, int64_t slot, int64_t block,
+                                         const std::vector<const std::vector<StateTensor>*>& links) const {
+    const int64_t pos = int64_t(links.size()) * block;
+    std::vector<StateTensor> want = state_layout(pos);
+    EMBER_TRY(check_state_links(want, block, links));
+    return batch_import_slot(b, slot, pos, gather_state_links(std::move(want), block, links));
+}
+
 }  // namespace ember

@@ -129,6 +129,12 @@ public:
     virtual Expected<std::vector<StateTensor>> batch_export_slot(BatchState& b, int64_t slot, int64_t from) const;
     virtual Status batch_import_slot(BatchState& b, int64_t slot, int64_t pos,
                                      const std::vector<StateTensor>& tensors) const;
+    // The same from a chain of snapshots of `block` rows each (models/state_io.h check_state_links: link c's KV
+    // tensors hold rows [c·block, (c+1)·block), the last link's recurrent tensors are the state's): the slot gets
+    // the state at links.size() · block. Generic form: gathered, then batch_import_slot; CUDA: each link's rows
+    // are copied straight into the slot's caches.
+    virtual Status batch_import_slot_links(BatchState& b, int64_t slot, int64_t block,
+                                           const std::vector<const std::vector<StateTensor>*>& links) const;
     // A slot's random stream of batch_decode_sample (saved sequences of the engine, runtime/engine_save.cpp): the
     // seed it started from and its counter now; false: none (no batch sampler, or not started since the slot's
     // reset or import). set: the slot's next sampled step with this seed continues that stream.

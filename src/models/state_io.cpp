@@ -53,6 +53,50 @@ Status check_state_tensors(const std::vector<StateTensor>& want, const std::vect
     return Status::ok();
 }
 
+Status check_state_links(const std::vector<StateTensor>& want, int64_t block,
+                         const std::vector<const std::vector<StateTensor>*>& links) {
+    EMBER_REQUIRE(block > 0 && !links.empty(), "state links: %zu links of %lld rows", links.size(), (long long)block);
+    for (size_t c = 0; c < links.size(); ++c) {
+        EMBER_REQUIRE(links[c] != nullptr && links[c]->size() == want.size(),
+                      "state links: link %zu has %zu tensors where the model has %zu", c,
+                      links[c] ? links[c]->size() : size_t(0), want.size());
+        const bool last = c + 1 == links.size();
+        for (size_t i = 0; i < want.size(); ++i) {
+            const StateTensor& w = want[i];
+            const StateTensor& g = (*links[c])[i];
+            const bool kv = is_kv_tensor(w);
+            if (!kv && !last) continue;
+            std::vector<int64_t> shape = w.shape;
+            if (kv) shape[1] = block;
+            EMBER_REQUIRE(g.name == w.name && g.shape == shape && int64_t(g.data.size()) == g.numel(),
+                          "state links: tensor %zu of link %zu is '%s' of another name, shape or size than the "
+                          "model's '%s'", i, c, g.name.c_str(), w.name.c_str());
+        }
+    }
+    return Status::ok();
+}
+
+std::vector<StateTensor> gather_state_links(std::vector<StateTensor> t, int64_t block,
+                                            const std::vector<const std::vector<StateTensor>*>& links) {
+    const int64_t pos = int64_t(links.size()) * block;
+    const std::vector<StateTensor>& last = *links.back();
+    for (size_t i = 0; i < t.size(); ++i) {
+        if (!is_kv_tensor(t[i])) {
+            t[i].data = last[i].data;
+            continue;
+        }
+        const int64_t groups = t[i].shape[0], d = t[i].shape[2];
+        t[i].data.resize(size_t(t[i].numel()));
+        for (size_t c = 0; c < links.size(); ++c) {
+            const float* src = (*links[c])[i].data.data();
+            for (int64_t g = 0; g < groups; ++g)
+                std::memcpy(t[i].data.data() + (g * pos + int64_t(c) * block) * d, src + g * block * d,
+                            size_t(block * d) * sizeof(float));
+        }
+    }
+    return t;
+}
+
 void copy_rows_out(const float* cache, int64_t groups, int64_t capacity, int64_t pos, int64_t d, float* dst) {
     for (int64_t g = 0; g < groups; ++g)
         std::memcpy(dst + g * pos * d, cache + g * capacity * d, static_cast<size_t>(pos * d) * sizeof(float));

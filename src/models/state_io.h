@@ -28,6 +28,15 @@ void kv_keep_rows_from(StateTensor& t, int64_t from);
 // Every tensor of `got` has the name and shape of its entry of `want` (a layout) and its data.
 Status check_state_tensors(const std::vector<StateTensor>& want, const std::vector<StateTensor>& got);
 
+// A chain of snapshots (the prefix cache; CausalLM::batch_import_slot_links): link c holds the tensors of
+// `want` = state_layout(links.size() · block) with its KV tensors holding rows [c·block, (c+1)·block) only
+// ([n_kv, block, d]); the recurrent tensors of the last link are the state's (the other links' are not read).
+Status check_state_links(const std::vector<StateTensor>& want, int64_t block,
+                         const std::vector<const std::vector<StateTensor>*>& links);
+// The state the links make: want's KV tensors gathered from the links' blocks, the rest the last link's.
+std::vector<StateTensor> gather_state_links(std::vector<StateTensor> want, int64_t block,
+                                            const std::vector<const std::vector<StateTensor>*>& links);
+
 // Copies between the CPU caches and the tensors of a layout (t: the layer's entries, in layout order).
 void kv_export(const KVCache& c, int64_t pos, StateTensor* t);     // t[0] = k, t[1] = v
 void kv_import(KVCache& c, int64_t pos, const StateTensor* t);

@@ -164,6 +164,8 @@ EngineStats Engine::stats() const {
         st.prefix_cache_lookups = c.lookups;
         st.prefix_cache_hits = c.hits;
         st.prefix_cache_evicted = c.evicted;
+        st.prefix_cache_restore_ns = c.restore_ns;
+        st.prefix_cache_checkpoint_ns = c.offer_ns;
         st.prefix_cache_entries = c.entries;
         st.prefix_cache_bytes = c.bytes;
     }

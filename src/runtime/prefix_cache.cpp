@@ -2,6 +2,7 @@
 #include "runtime/prefix_cache.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 
 #include "models/state_io.h"
@@ -66,25 +67,12 @@ Expected<int64_t> PrefixCache::restore(BatchState& b, int64_t slot, const int32_
     }
     if (chain.empty()) return int64_t(0);
     const int64_t pos = int64_t(chain.size()) * opt_.block;
-    // The state at pos: each KV tensor gathered from the chain's blocks, the recurrent tensors of the last link.
-    std::vector<StateTensor> t = model_.state_layout(pos);
-    const std::vector<StateTensor>& last = chain.back()->state;
-    EMBER_REQUIRE(t.size() == last.size(), "prefix cache: the model's state layout changed");
-    for (size_t i = 0; i < t.size(); ++i) {
-        if (!is_kv_tensor(t[i])) {
-            t[i].data = last[i].data;
-            continue;
-        }
-        const int64_t groups = t[i].shape[0], d = t[i].shape[2], blk = opt_.block;
-        t[i].data.resize(size_t(t[i].numel()));
-        for (size_t c = 0; c < chain.size(); ++c) {
-            const float* src = chain[c]->state[i].data.data();
-            for (int64_t g = 0; g < groups; ++g)
-                std::memcpy(t[i].data.data() + (g * pos + int64_t(c) * blk) * d, src + g * blk * d,
-                            size_t(blk * d) * sizeof(float));
-        }
-    }
-    EMBER_TRY(model_.batch_import_slot(b, slot, pos, t));
+    // The state at pos: each KV tensor from the chain's blocks, the recurrent tensors of the last link.
+    std::vector<const std::vector<StateTensor>*> links;
+    for (const Entry* e : chain) links.push_back(&e->state);
+    const auto t0 = std::chrono::steady_clock::now();
+    EMBER_TRY(model_.batch_import_slot_links(b, slot, opt_.block, links));
+    stats_.restore_ns += std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count();
     for (auto it = chain.rbegin(); it != chain.rend(); ++it) touch(*it);  // the root ends most recent
     stats_.hits++;
     stats_.tokens_reused += pos;
@@ -106,7 +94,9 @@ Status PrefixCache::offer(BatchState& b, int64_t slot, const int32_t* tokens) {
     }
     const Key key = link_key(parent, tokens + (depth - 1) * opt_.block, opt_.block);
     if (entries_.count(key)) return Status::ok();  // cached already (or a collision: keep the one there)
+    const auto t0 = std::chrono::steady_clock::now();
     EMBER_ASSIGN(std::vector<StateTensor> state, model_.batch_export_slot(b, slot, pos - opt_.block));
+    stats_.offer_ns += std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count();
     auto e = std::make_unique<Entry>();
     e->key = key;
     e->parent = parent;

@@ -35,6 +35,7 @@ struct PrefixCacheStats {
     int64_t tokens_reused = 0;      // prompt tokens restored instead of recomputed
     int64_t stored = 0, evicted = 0;
     int64_t entries = 0, bytes = 0;  // now
+    int64_t restore_ns = 0, offer_ns = 0;  // time in the model's imports (restore) and exports (checkpoints)
 };
 
 class PrefixCache {

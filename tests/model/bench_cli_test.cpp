@@ -75,11 +75,14 @@ TEST(BenchCliContract, PrefixTtftRestoresWholeBlocks) {
   for (const auto& [test, cached] : {std::pair<std::string, std::string>{"prefix-ttft 600+16", "512"},
                                      std::pair<std::string, std::string>{"prefix-ttft 1000+16", "768"}}) {
     const std::vector<std::string> c = row_cells(r.output, "| " + test + " |");
-    ASSERT_EQ(c.size(), 9u) << test << "\n" << r.output;
+    ASSERT_EQ(c.size(), 13u) << test << "\n" << r.output;
     EXPECT_EQ(c[2], "cpu") << r.output;
     EXPECT_EQ(c[7], cached) << "cached tokens of " << test << "\n" << r.output;
     EXPECT_NE(c[4].find(" ± "), std::string::npos) << "warm ms mean ± sd\n" << r.output;
     EXPECT_GT(std::stod(c[6]), 0.0) << "warm/cold\n" << r.output;
+    EXPECT_GT(std::stod(c[9]), 0.0) << "the cold prompt's checkpoints took time\n" << r.output;
+    EXPECT_GT(std::stod(c[10]), 0.0) << "the warm prompt's restore took time\n" << r.output;
+    EXPECT_GT(std::stod(c[12]), 0.0) << "warm/no cache\n" << r.output;
   }
 }
 

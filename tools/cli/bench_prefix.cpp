@@ -3,7 +3,9 @@
 //   cold: L random tokens + 16 tail tokens, max_tokens 1 — the time from add() to the step that gives its token
 //         (every chunk computed, checkpoints stored every 256 tokens on the way, as in serving);
 //   warm: the same L tokens + 16 other tail tokens — restored from the deepest checkpoint, the rest computed;
-//         its cached tokens are the whole 256-token blocks of the prefix (a block holding tail tokens differs).
+//         its cached tokens are the whole 256-token blocks of the prefix (a block holding tail tokens differs);
+//   no cache: the cold prompt again on an engine without a prefix cache (no checkpoints stored).
+// Also the time the cold prompt spent storing checkpoints and the warm one restoring (EngineStats).
 // Every repetition (and the untimed warm-up pair first) draws a new prefix from a fixed seed, so the cold prompt is
 // never in the cache.
 #include "bench_prefix.h"
@@ -50,8 +52,9 @@ Expected<FirstToken> time_first_token(Engine& e, std::vector<int32_t> prompt) {
 }  // namespace
 
 const char* prefix_table_header() {
-    return "| model | weights | device | test | cold TTFT ms | warm TTFT ms | warm/cold | cached tokens | cold prefill t/s |\n"
-           "|---|---|---|---|---|---|---|---|---|\n";
+    return "| model | weights | device | test | cold TTFT ms | warm TTFT ms | warm/cold | cached tokens | cold prefill t/s "
+           "| cold: checkpoints ms | warm: restore ms | no cache TTFT ms | warm/no cache |\n"
+           "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
 }
 
 int bench_prefix(const CausalLM& lm, const std::string& label, const std::string& dev, const std::vector<long>& lengths,
@@ -65,6 +68,9 @@ int bench_prefix(const CausalLM& lm, const std::string& label, const std::string
     auto e = make_engine(lm, eo);
     if (!e) return fail("bench", e.message());
     Engine& engine = e.value();
+    eo.prefix_cache_bytes = 0;
+    auto e_off = make_engine(lm, eo);
+    if (!e_off) return fail("bench", e_off.message());
     if (engine.stats().prefix_cache_budget_bytes == 0)
         return fail("bench", "--prefix-ttft: " + label + " cannot snapshot its state, so it has no prefix cache");
     std::mt19937_64 rng(0x7e57'f1257ull);
@@ -75,7 +81,7 @@ int bench_prefix(const CausalLM& lm, const std::string& label, const std::string
             return fail("bench", strfmt("--prefix-ttft %ld: %lld tokens with the %lld-token tail do not fit the context "
                                         "of %lld tokens (the model's)",
                                         L, (long long)n, (long long)kPrefixTail, (long long)ctx));
-        std::vector<double> cold_s, warm_s;
+        std::vector<double> cold_s, warm_s, offer_ms, restore_ms, off_s;
         int64_t cached = -1;
         for (long r = 0; r <= reps; ++r) {  // r = 0: warm-up
             std::vector<int32_t> cold(static_cast<size_t>(n)), warm;
@@ -83,10 +89,16 @@ int bench_prefix(const CausalLM& lm, const std::string& label, const std::string
             warm = cold;
             for (int64_t i = L; i < n; ++i)  // another tail, different at every position
                 warm[size_t(i)] = int32_t((int64_t(cold[size_t(i)]) + 1 + token(rng) % (V - 1)) % V);
+            const EngineStats s0 = engine.stats();
+            auto off = time_first_token(e_off.value(), cold);
+            if (!off) return fail("bench", "--prefix-ttft without the cache: " + off.message());
+            if (off->cached != 0) return fail("bench", "--prefix-ttft: an engine without a prefix cache restored tokens");
             auto c = time_first_token(engine, std::move(cold));
             if (!c) return fail("bench", "--prefix-ttft cold: " + c.message());
+            const EngineStats s1 = engine.stats();
             auto w = time_first_token(engine, std::move(warm));
             if (!w) return fail("bench", "--prefix-ttft warm: " + w.message());
+            const EngineStats s2 = engine.stats();
             if (c->cached != 0)
                 return fail("bench", strfmt("--prefix-ttft: the cold prompt found %lld cached tokens (a fresh prefix "
                                             "should find none)", (long long)c->cached));
@@ -97,12 +109,17 @@ int bench_prefix(const CausalLM& lm, const std::string& label, const std::string
             if (r == 0) continue;
             cold_s.push_back(c->seconds * 1e3);
             warm_s.push_back(w->seconds * 1e3);
+            off_s.push_back(off->seconds * 1e3);
+            offer_ms.push_back(double(s1.prefix_cache_checkpoint_ns - s0.prefix_cache_checkpoint_ns) / 1e6);
+            restore_ms.push_back(double(s2.prefix_cache_restore_ns - s1.prefix_cache_restore_ns) / 1e6);
         }
-        const Stat c = stat(cold_s), w = stat(warm_s);
-        std::printf("| %s | %s | %s | prefix-ttft %ld+%lld | %.2f ± %.2f | %.2f ± %.2f | %.3f | %lld | %.1f |\n",
+        const Stat c = stat(cold_s), w = stat(warm_s), o = stat(offer_ms), rs = stat(restore_ms), nc = stat(off_s);
+        std::printf("| %s | %s | %s | prefix-ttft %ld+%lld | %.2f ± %.2f | %.2f ± %.2f | %.3f | %lld | %.1f | %.2f | "
+                    "%.2f | %.2f ± %.2f | %.3f |\n",
                     label.c_str(), human_bytes(double(info.weight_bytes)).c_str(), dev.c_str(), L,
                     (long long)kPrefixTail, c.mean, c.sd, w.mean, w.sd, c.mean > 0 ? w.mean / c.mean : 0.0,
-                    (long long)cached, c.mean > 0 ? double(n) / (c.mean / 1e3) : 0.0);
+                    (long long)cached, c.mean > 0 ? double(n) / (c.mean / 1e3) : 0.0, o.mean, rs.mean, nc.mean, nc.sd,
+                    nc.mean > 0 ? w.mean / nc.mean : 0.0);
         std::fflush(stdout);
     }
     return 0;

@@ -119,6 +119,37 @@ Status CudaCausalLM::batch_import_slot(BatchState& b, int64_t slot, int64_t pos,
     return Status::ok();
 }
 
+// A chain of prefix-cache snapshots: each link's KV rows copied straight into the slot's caches at their rows, the
+// last link's recurrent tensors (no gathered copy on the host).
+Status CudaCausalLM::batch_import_slot_links(BatchState& b, int64_t slot, int64_t block,
+                                             const std::vector<const std::vector<StateTensor>*>& links) const {
+    const int64_t pos = int64_t(links.size()) * block;
+    EMBER_REQUIRE(pos >= 0 && pos <= capacity_, "batch: a snapshot of %lld tokens does not fit the GPU KV cache of %lld",
+                  (long long)pos, (long long)capacity_);
+    const std::vector<StateTensor> want = cpu_->state_layout(pos);
+    EMBER_TRY(check_state_links(want, block, links));
+    EMBER_TRY(batch_reset(b, slot));
+    EMBER_ASSIGN(CudaBatch * cb, as_batch(b));
+    if (!cb->s.ready) EMBER_TRY(allocate(cb->s));
+    cb->s.select_slot(slot);
+    for (size_t i = 0; i < want.size(); ++i) {
+        bool kv = false;
+        EMBER_ASSIGN(float* dst, tensor_buffer(cb->s, want[i], &kv));
+        const std::vector<float>& last = (*links.back())[i].data;
+        if (!kv) {
+            CUDA_CHECK(cudaMemcpy(dst, last.data(), last.size() * sizeof(float), cudaMemcpyHostToDevice));
+            continue;
+        }
+        const int64_t d = want[i].shape[2];
+        const size_t row = size_t(block * d) * sizeof(float), pitch = size_t(capacity_ * d) * sizeof(float);
+        for (size_t c = 0; c < links.size(); ++c)
+            CUDA_CHECK(cudaMemcpy2D(dst + int64_t(c) * block * d, pitch, (*links[c])[i].data.data(), row, row,
+                                    size_t(want[i].shape[0]), cudaMemcpyHostToDevice));
+    }
+    b.pos[size_t(slot)] = pos;
+    return Status::ok();
+}
+
 bool CudaCausalLM::device_rng(const ModelState& state, uint64_t* seed, uint64_t* counter) const {
     auto* s = dynamic_cast<const CudaState*>(&state);
     if (!s || !s->ready || !s->seeded) return false;

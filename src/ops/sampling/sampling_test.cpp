@@ -323,6 +323,20 @@ TEST(Sampling, ApplyTokenMaskRows) {
         }
 }
 
+// The word-wise count against a bit-by-bit one; bits past the vocabulary in the last word never count.
+TEST(Sampling, TokenMaskCountMatchesBitByBit) {
+    std::mt19937_64 g(5);
+    for (int64_t V : {1, 31, 32, 33, 1000, 248320}) {
+        std::vector<uint32_t> m(size_t(token_mask_words(V)));
+        for (int trial = 0; trial < 4; ++trial) {
+            for (uint32_t& w : m) w = trial == 0 ? ~0u : trial == 1 ? 0u : uint32_t(g()) & (trial == 3 ? uint32_t(g()) : ~0u);
+            int64_t want = 0;
+            for (int64_t v = 0; v < V; ++v) want += token_allowed(m.data(), v);
+            EXPECT_EQ(token_mask_count(m.data(), V), want) << V << " " << trial;
+        }
+    }
+}
+
 // The row map of a batched step: rows 0 and 2 take packed mask rows 1 and 0, row 1 none.
 TEST(Sampling, ApplyTokenMaskRowMap) {
     const int64_t V = 40, rows = 3, ld = 41, W = token_mask_words(V);
