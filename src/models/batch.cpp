@@ -126,6 +126,19 @@ Status CausalLM::batch_import_slot(BatchState& b, int64_t slot, int64_t pos,
     return Status::ok();
 }
 
+Expected<std::unique_ptr<SlotSnapshot>> CausalLM::batch_snapshot(BatchState& b, int64_t slot, int64_t from) const {
+    auto h = std::make_unique<HostSnapshot>();
+    EMBER_ASSIGN(h->tensors, batch_export_slot(b, slot, from));
+    for (const StateTensor& x : h->tensors) h->bytes += int64_t(x.data.size() * sizeof(float));
+    return std::unique_ptr<SlotSnapshot>(std::move(h));
+}
+
+Status CausalLM::batch_restore_links(BatchState& b, int64_t slot, int64_t block,
+                                     const std::vector<const SlotSnapshot*>& links) const {
+    EMBER_ASSIGN(auto tensors, host_links(links));
+    return batch_import_slot_links(b, slot, block, tensors);
+}
+
 Status CausalLM::batch_import_slot_links(BatchState& b, int64_t slot, int64_t block,
                                          const std::vector<const std::vector<StateTensor>*>& links) const {
     const int64_t pos = int64_t(links.size()) * block;

@@ -41,6 +41,14 @@ struct BatchState {
     int64_t slots() const { return static_cast<int64_t>(pos.size()); }
 };
 
+// A checkpoint of a slot taken by CausalLM::batch_snapshot (the prefix cache): opaque to the runtime, held where
+// the model keeps it (host tensors in the generic form, device memory on CUDA).
+struct SlotSnapshot {
+    virtual ~SlotSnapshot() = default;
+    int64_t bytes = 0;    // the memory it holds
+    bool device = false;  // in device memory
+};
+
 // Facts for `ember info` and for the runtime's limits.
 struct ModelInfo {
     std::string architecture;       // e.g. "qwen3_5 (Qwen3_5ForConditionalGeneration)"
@@ -135,6 +143,14 @@ public:
     // are copied straight into the slot's caches.
     virtual Status batch_import_slot_links(BatchState& b, int64_t slot, int64_t block,
                                            const std::vector<const std::vector<StateTensor>*>& links) const;
+    // Checkpoints for the prefix cache, kept where the model keeps its state: snapshot = the slot's state at
+    // pos[slot] with only KV rows [from, pos[slot]) (as batch_export_slot); restore = the state a chain of snapshots
+    // of `block` rows each makes (as batch_import_slot_links), which must all come from this model's
+    // batch_snapshot. Generic form: host tensors through those two; CUDA: copies within device memory (host
+    // tensors when device memory runs out).
+    virtual Expected<std::unique_ptr<SlotSnapshot>> batch_snapshot(BatchState& b, int64_t slot, int64_t from) const;
+    virtual Status batch_restore_links(BatchState& b, int64_t slot, int64_t block,
+                                       const std::vector<const SlotSnapshot*>& links) const;
     // A slot's random stream of batch_decode_sample (saved sequences of the engine, runtime/engine_save.cpp): the
     // seed it started from and its counter now; false: none (no batch sampler, or not started since the slot's
     // reset or import). set: the slot's next sampled step with this seed continues that stream.

@@ -54,13 +54,15 @@ Status check_state_tensors(const std::vector<StateTensor>& want, const std::vect
 }
 
 Status check_state_links(const std::vector<StateTensor>& want, int64_t block,
-                         const std::vector<const std::vector<StateTensor>*>& links) {
+                         const std::vector<const std::vector<StateTensor>*>& links, const std::vector<bool>& shape_only) {
+    EMBER_REQUIRE(shape_only.empty() || shape_only.size() == links.size(), "state links: %zu flags for %zu links",
+                  shape_only.size(), links.size());
     EMBER_REQUIRE(block > 0 && !links.empty(), "state links: %zu links of %lld rows", links.size(), (long long)block);
     for (size_t c = 0; c < links.size(); ++c) {
         EMBER_REQUIRE(links[c] != nullptr && links[c]->size() == want.size(),
                       "state links: link %zu has %zu tensors where the model has %zu", c,
                       links[c] ? links[c]->size() : size_t(0), want.size());
-        const bool last = c + 1 == links.size();
+        const bool last = c + 1 == links.size(), data = shape_only.empty() || !shape_only[c];
         for (size_t i = 0; i < want.size(); ++i) {
             const StateTensor& w = want[i];
             const StateTensor& g = (*links[c])[i];
@@ -68,12 +70,22 @@ Status check_state_links(const std::vector<StateTensor>& want, int64_t block,
             if (!kv && !last) continue;
             std::vector<int64_t> shape = w.shape;
             if (kv) shape[1] = block;
-            EMBER_REQUIRE(g.name == w.name && g.shape == shape && int64_t(g.data.size()) == g.numel(),
+            EMBER_REQUIRE(g.name == w.name && g.shape == shape && (!data || int64_t(g.data.size()) == g.numel()),
                           "state links: tensor %zu of link %zu is '%s' of another name, shape or size than the "
                           "model's '%s'", i, c, g.name.c_str(), w.name.c_str());
         }
     }
     return Status::ok();
+}
+
+Expected<std::vector<const std::vector<StateTensor>*>> host_links(const std::vector<const SlotSnapshot*>& links) {
+    std::vector<const std::vector<StateTensor>*> out;
+    for (size_t c = 0; c < links.size(); ++c) {
+        auto* h = dynamic_cast<const HostSnapshot*>(links[c]);
+        EMBER_REQUIRE(h != nullptr, "state links: link %zu is not a host snapshot of this model", c);
+        out.push_back(&h->tensors);
+    }
+    return out;
 }
 
 std::vector<StateTensor> gather_state_links(std::vector<StateTensor> t, int64_t block,

@@ -31,8 +31,16 @@ Status check_state_tensors(const std::vector<StateTensor>& want, const std::vect
 // A chain of snapshots (the prefix cache; CausalLM::batch_import_slot_links): link c holds the tensors of
 // `want` = state_layout(links.size() · block) with its KV tensors holding rows [c·block, (c+1)·block) only
 // ([n_kv, block, d]); the recurrent tensors of the last link are the state's (the other links' are not read).
+// shape_only (optional, one flag per link): that link is a layout without data (a device snapshot's).
 Status check_state_links(const std::vector<StateTensor>& want, int64_t block,
-                         const std::vector<const std::vector<StateTensor>*>& links);
+                         const std::vector<const std::vector<StateTensor>*>& links,
+                         const std::vector<bool>& shape_only = {});
+// A snapshot held as host tensors (the generic CausalLM::batch_snapshot).
+struct HostSnapshot : SlotSnapshot {
+    std::vector<StateTensor> tensors;
+};
+// The host tensors of each link (an error names a link that is not a HostSnapshot).
+Expected<std::vector<const std::vector<StateTensor>*>> host_links(const std::vector<const SlotSnapshot*>& links);
 // The state the links make: want's KV tensors gathered from the links' blocks, the rest the last link's.
 std::vector<StateTensor> gather_state_links(std::vector<StateTensor> want, int64_t block,
                                             const std::vector<const std::vector<StateTensor>*>& links);

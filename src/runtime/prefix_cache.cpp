@@ -13,9 +13,9 @@ struct PrefixCache::Entry {
     Key key = 0, parent = 0;  // parent 0: the first block
     int64_t depth = 0;        // this entry is the prefix of depth · block tokens
     std::vector<int32_t> tokens;  // its block's tokens
-    // The state tensors of state_layout(depth · block): KV tensors with only this block's rows ([n_kv, block, d]),
-    // the recurrent tensors whole (empty data where the model has none).
-    std::vector<StateTensor> state;
+    // The model's checkpoint of the state at depth · block: KV rows of this block only, the recurrent state whole
+    // (CausalLM::batch_snapshot).
+    std::unique_ptr<SlotSnapshot> snap;
     std::vector<Key> children;
     int64_t bytes = 0;
     std::list<Key>::iterator lru;
@@ -68,10 +68,10 @@ Expected<int64_t> PrefixCache::restore(BatchState& b, int64_t slot, const int32_
     if (chain.empty()) return int64_t(0);
     const int64_t pos = int64_t(chain.size()) * opt_.block;
     // The state at pos: each KV tensor from the chain's blocks, the recurrent tensors of the last link.
-    std::vector<const std::vector<StateTensor>*> links;
-    for (const Entry* e : chain) links.push_back(&e->state);
+    std::vector<const SlotSnapshot*> links;
+    for (const Entry* e : chain) links.push_back(e->snap.get());
     const auto t0 = std::chrono::steady_clock::now();
-    EMBER_TRY(model_.batch_import_slot_links(b, slot, opt_.block, links));
+    EMBER_TRY(model_.batch_restore_links(b, slot, opt_.block, links));
     stats_.restore_ns += std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count();
     for (auto it = chain.rbegin(); it != chain.rend(); ++it) touch(*it);  // the root ends most recent
     stats_.hits++;
@@ -95,16 +95,15 @@ Status PrefixCache::offer(BatchState& b, int64_t slot, const int32_t* tokens) {
     const Key key = link_key(parent, tokens + (depth - 1) * opt_.block, opt_.block);
     if (entries_.count(key)) return Status::ok();  // cached already (or a collision: keep the one there)
     const auto t0 = std::chrono::steady_clock::now();
-    EMBER_ASSIGN(std::vector<StateTensor> state, model_.batch_export_slot(b, slot, pos - opt_.block));
+    EMBER_ASSIGN(std::unique_ptr<SlotSnapshot> snap, model_.batch_snapshot(b, slot, pos - opt_.block));
     stats_.offer_ns += std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count();
     auto e = std::make_unique<Entry>();
     e->key = key;
     e->parent = parent;
     e->depth = depth;
     e->tokens.assign(tokens + (depth - 1) * opt_.block, tokens + depth * opt_.block);
-    e->state = std::move(state);
-    e->bytes = int64_t(sizeof(Entry)) + int64_t(e->tokens.size()) * 4;
-    for (const StateTensor& x : e->state) e->bytes += int64_t(x.data.size()) * 4;
+    e->snap = std::move(snap);
+    e->bytes = int64_t(sizeof(Entry)) + int64_t(e->tokens.size()) * 4 + e->snap->bytes;
     if (e->bytes > opt_.budget_bytes) return Status::ok();  // one checkpoint would not fit the budget
     // Room for it: the links above it are refreshed first (the most recently used), so what goes is other
     // prefixes' checkpoints; if only its own chain is left and still too much, it is not kept.

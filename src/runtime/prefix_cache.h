@@ -9,7 +9,8 @@
 // restored sequence continues exactly as the uncached one (bit for bit when the prompt is prefilled in chunks of
 // `block` tokens both ways, as the server's queue does).
 //
-// Memory is bounded (budget_bytes of host memory); past it the least recently used checkpoints go, leaves before
+// Memory is bounded (budget_bytes, counted in the memory the model keeps checkpoints in: host memory on the CPU,
+// device memory on CUDA — CausalLM::batch_snapshot); past it the least recently used checkpoints go, leaves before
 // the links they hang from (a lookup refreshes a chain root last, so roots outlive their leaves).
 // Works for every model with saved-session tensors (CausalLM::state_layout; Llama-family models have only KV).
 // Not thread-safe: the owner (the engine queue's worker) calls it from one thread.
@@ -27,7 +28,7 @@ namespace ember {
 
 struct PrefixCacheOptions {
     int64_t block = 256;                    // tokens per checkpoint (the queue's prefill chunk)
-    int64_t budget_bytes = int64_t(1) << 30;  // host memory for checkpoints; 0 = off
+    int64_t budget_bytes = int64_t(1) << 30;  // memory for checkpoints (host, or device on CUDA); 0 = off
 };
 
 struct PrefixCacheStats {

@@ -14,7 +14,7 @@ namespace ember::cuda {
 
 // Graph keys of batched steps (disjoint from the single-sequence GraphMode keys, all < 32):
 //   kRowsKey | rows << 1 | greedy                         forward (+ argmax_rows)
-//   kSampleKey | rows << 3 | mask << 2 | penalties << 1 | select_only
+//   kSampleKey | rows << 4 | greedy << 3 | mask << 2 | penalties << 1 | select_only
 //                                                         per-row selection (+ forward unless select_only)
 constexpr int kRowsKey = 1 << 20;
 constexpr int kSampleKey = 1 << 21;

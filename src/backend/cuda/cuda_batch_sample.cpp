@@ -111,8 +111,9 @@ void stage_row(CudaBatch& cb, int64_t r, int32_t slot, int32_t token, const Samp
 
 // The selection of a step (capturable): the token masks (mask: rows mapped by sampler.mask_row), window counts
 // and penalties (pen), per-row sampling, ids and their logits to cb.host_out (the layout batch_body's greedy step
-// uses). Row r's slot is s.rows_dev[2r].
-void select_rows(CudaBatch& cb, int64_t rows, int64_t V, bool pen, bool mask) {
+// uses). Row r's slot is s.rows_dev[2r]. greedy (every row greedy, no penalties): argmax_rows, as batch_body's
+// greedy step, instead of the sampling pipeline.
+void select_rows(CudaBatch& cb, int64_t rows, int64_t V, bool pen, bool mask, bool greedy) {
     CudaState& s = cb.s;
     BatchSampler& z = cb.sampler;
     const int64_t N = cb.slots();
@@ -126,7 +127,8 @@ void select_rows(CudaBatch& cb, int64_t rows, int64_t V, bool pen, bool mask) {
         token_counts_update_rows(z.counts.as<int32_t>(), rows, V, z.win.as<int32_t>(), s.rows_dev, 2, s.stream);
         apply_penalties_rows(s.logits, rows, V, z.counts.as<int32_t>(), P, s.rows_dev, 2, s.stream);
     }
-    sample_rows(s.logits, rows, V, P, z.rng.as<uint64_t>(), s.rows_dev, 2, out, lg, z.ws.get(), s.stream);
+    if (greedy) argmax_rows(s.logits, rows, V, out, lg, s.smp_ws, s.stream);
+    else sample_rows(s.logits, rows, V, P, z.rng.as<uint64_t>(), s.rows_dev, 2, out, lg, z.ws.get(), s.stream);
     CUDA_CHECK(cudaMemcpyAsync(cb.host_out, out, size_t(rows) * sizeof(int32_t), cudaMemcpyDeviceToHost, s.stream));
     CUDA_CHECK(cudaMemcpyAsync(cb.host_out + N, lg, size_t(rows) * sizeof(float), cudaMemcpyDeviceToHost, s.stream));
 }
@@ -169,7 +171,8 @@ Status CudaCausalLM::batch_decode_sample(BatchState& b, const int32_t* slots, co
     CUDA_CHECK(cudaMemcpyAsync(z.win.get(), z.host_win, size_t(2 * rows) * sizeof(int32_t), cudaMemcpyHostToDevice,
                                s.stream));
     const int R = int(rows);
-    const int sel_key = kSampleKey | R << 3 | int(any_pen) << 1;
+    const bool greedy = all_greedy && !any_pen;
+    const int sel_key = kSampleKey | R << 4 | int(greedy) << 3 | int(any_pen) << 1;
     if (logits || any_mask) {  // forward graph, the logits before masks and penalties to the host, the masks
         launch_rows(s, kRowsKey | R << 1, [&] { batch_body(b, rows, false); });
         if (logits)
@@ -187,14 +190,14 @@ Status CudaCausalLM::batch_decode_sample(BatchState& b, const int32_t* slots, co
             CUDA_CHECK(cudaMemcpyAsync(z.mask_row.get(), z.host_mask_row, size_t(rows) * sizeof(int32_t),
                                        cudaMemcpyHostToDevice, s.stream));
         }
-        launch_rows(s, sel_key | int(any_mask) << 2 | 1, [&] { select_rows(*cb, rows, V, any_pen, any_mask); },
-                    /*first=*/false);
-    } else if (all_greedy && !any_pen) {
+        launch_rows(s, sel_key | int(any_mask) << 2 | 1,
+                    [&] { select_rows(*cb, rows, V, any_pen, any_mask, greedy); }, /*first=*/false);
+    } else if (greedy) {
         launch_rows(s, kRowsKey | R << 1 | 1, [&] { batch_body(b, rows, true); });
     } else {
         launch_rows(s, sel_key, [&] {
             batch_body(b, rows, false);
-            select_rows(*cb, rows, V, any_pen, false);
+            select_rows(*cb, rows, V, any_pen, false, false);
         });
     }
     CUDA_CHECK(cudaStreamSynchronize(s.stream));  // the one host wait per step

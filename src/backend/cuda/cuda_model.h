@@ -142,8 +142,10 @@ public:
     Expected<std::string> batch_profile(BatchState& b, const int32_t* slots, const int32_t* tokens,
                                         int64_t rows) const override;
     Expected<std::vector<StateTensor>> batch_export_slot(BatchState& b, int64_t slot, int64_t from) const override;
-    Status batch_import_slot_links(BatchState& b, int64_t slot, int64_t block,
-                                   const std::vector<const std::vector<StateTensor>*>& links) const override;
+    // cuda_state_io.cpp: prefix-cache checkpoints in device memory (host tensors when it runs out).
+    Expected<std::unique_ptr<SlotSnapshot>> batch_snapshot(BatchState& b, int64_t slot, int64_t from) const override;
+    Status batch_restore_links(BatchState& b, int64_t slot, int64_t block,
+                               const std::vector<const SlotSnapshot*>& links) const override;
     Status batch_import_slot(BatchState& b, int64_t slot, int64_t pos,
                              const std::vector<StateTensor>& tensors) const override;
     bool batch_slot_rng(BatchState& b, int64_t slot, uint64_t* seed, uint64_t* counter) const override;

@@ -119,33 +119,97 @@ Status CudaCausalLM::batch_import_slot(BatchState& b, int64_t slot, int64_t pos,
     return Status::ok();
 }
 
-// A chain of prefix-cache snapshots: each link's KV rows copied straight into the slot's caches at their rows, the
-// last link's recurrent tensors (no gathered copy on the host).
-Status CudaCausalLM::batch_import_slot_links(BatchState& b, int64_t slot, int64_t block,
-                                             const std::vector<const std::vector<StateTensor>*>& links) const {
+// Prefix-cache checkpoints in device memory: the slot's KV rows [from, pos) of each attention layer, packed
+// [n_kv, rows, d], and its recurrent tensors, copied on the state's stream into one buffer (tensor i at offset[i]
+// floats); `layout` names and shapes them as batch_export_slot's tensors would be.
+struct DeviceSnapshot : SlotSnapshot {
+    std::vector<StateTensor> layout;
+    std::vector<int64_t> offset;
+    DeviceBuffer buf;
+};
+
+Expected<std::unique_ptr<SlotSnapshot>> CudaCausalLM::batch_snapshot(BatchState& b, int64_t slot, int64_t from) const {
+    EMBER_ASSIGN(CudaBatch * cb, as_batch(b));
+    EMBER_REQUIRE(slot >= 0 && slot < b.slots(), "batch: slot %lld is outside the pool of %lld", (long long)slot,
+                  (long long)b.slots());
+    const int64_t pos = b.pos[size_t(slot)];
+    EMBER_REQUIRE(from >= 0 && from <= pos, "batch: snapshot from row %lld of a slot at position %lld",
+                  (long long)from, (long long)pos);
+    auto d = std::make_unique<DeviceSnapshot>();
+    d->layout = cpu_->state_layout(pos);
+    int64_t floats = 0;
+    for (StateTensor& x : d->layout) {
+        if (is_kv_tensor(x)) x.shape[1] = pos - from;
+        d->offset.push_back(floats);
+        floats += x.numel();
+    }
+    auto buf = cb->s.ready ? DeviceBuffer::alloc(size_t(floats) * sizeof(float), "prefix-cache checkpoint")
+                           : Expected<DeviceBuffer>(errorf("no state yet"));
+    if (!buf) return CausalLM::batch_snapshot(b, slot, from);  // no device memory for it: host tensors
+    d->buf = std::move(buf.value());
+    CudaState& s = cb->s;
+    s.select_slot(slot);
+    float* base = d->buf.as<float>();
+    for (size_t i = 0; i < d->layout.size(); ++i) {
+        const StateTensor& x = d->layout[i];
+        bool kv = false;
+        EMBER_ASSIGN(float* src, tensor_buffer(s, x, &kv));
+        if (!kv) {
+            CUDA_CHECK(cudaMemcpyAsync(base + d->offset[i], src, size_t(x.numel()) * sizeof(float),
+                                       cudaMemcpyDeviceToDevice, s.stream));
+        } else if (x.shape[1] > 0) {
+            const size_t row = size_t(x.shape[1] * x.shape[2]) * sizeof(float);
+            const size_t pitch = size_t(capacity_ * x.shape[2]) * sizeof(float);
+            CUDA_CHECK(cudaMemcpy2DAsync(base + d->offset[i], row, src + from * x.shape[2], pitch, row,
+                                         size_t(x.shape[0]), cudaMemcpyDeviceToDevice, s.stream));
+        }
+    }
+    d->bytes = int64_t(d->buf.bytes());
+    d->device = true;
+    return std::unique_ptr<SlotSnapshot>(std::move(d));
+}
+
+// A chain of checkpoints (device ones, or host tensors where device memory ran out): each link's KV rows copied
+// straight into the slot's caches at their rows, the last link's recurrent tensors.
+Status CudaCausalLM::batch_restore_links(BatchState& b, int64_t slot, int64_t block,
+                                         const std::vector<const SlotSnapshot*>& links) const {
     const int64_t pos = int64_t(links.size()) * block;
     EMBER_REQUIRE(pos >= 0 && pos <= capacity_, "batch: a snapshot of %lld tokens does not fit the GPU KV cache of %lld",
                   (long long)pos, (long long)capacity_);
+    std::vector<const std::vector<StateTensor>*> views;
+    std::vector<bool> on_device;
+    for (size_t c = 0; c < links.size(); ++c) {
+        auto* dev = dynamic_cast<const DeviceSnapshot*>(links[c]);
+        auto* host = dynamic_cast<const HostSnapshot*>(links[c]);
+        EMBER_REQUIRE(dev || host, "batch: link %zu of a restore is not a snapshot of this model", c);
+        views.push_back(dev ? &dev->layout : &host->tensors);
+        on_device.push_back(dev != nullptr);
+    }
     const std::vector<StateTensor> want = cpu_->state_layout(pos);
-    EMBER_TRY(check_state_links(want, block, links));
+    EMBER_TRY(check_state_links(want, block, views, on_device));
     EMBER_TRY(batch_reset(b, slot));
     EMBER_ASSIGN(CudaBatch * cb, as_batch(b));
     if (!cb->s.ready) EMBER_TRY(allocate(cb->s));
-    cb->s.select_slot(slot);
+    CudaState& s = cb->s;
+    s.select_slot(slot);
     for (size_t i = 0; i < want.size(); ++i) {
         bool kv = false;
-        EMBER_ASSIGN(float* dst, tensor_buffer(cb->s, want[i], &kv));
-        const std::vector<float>& last = (*links.back())[i].data;
-        if (!kv) {
-            CUDA_CHECK(cudaMemcpy(dst, last.data(), last.size() * sizeof(float), cudaMemcpyHostToDevice));
-            continue;
+        EMBER_ASSIGN(float* dst, tensor_buffer(s, want[i], &kv));
+        for (size_t c = kv ? 0 : links.size() - 1; c < links.size(); ++c) {
+            auto* dev = on_device[c] ? static_cast<const DeviceSnapshot*>(links[c]) : nullptr;
+            const float* src = dev ? dev->buf.as<float>() + dev->offset[i] : (*views[c])[i].data.data();
+            const cudaMemcpyKind kind = dev ? cudaMemcpyDeviceToDevice : cudaMemcpyHostToDevice;
+            if (!kv) {
+                CUDA_CHECK(cudaMemcpyAsync(dst, src, size_t(want[i].numel()) * sizeof(float), kind, s.stream));
+                continue;
+            }
+            const int64_t d = want[i].shape[2];
+            const size_t row = size_t(block * d) * sizeof(float), pitch = size_t(capacity_ * d) * sizeof(float);
+            CUDA_CHECK(cudaMemcpy2DAsync(dst + int64_t(c) * block * d, pitch, src, row, row, size_t(want[i].shape[0]),
+                                         kind, s.stream));
         }
-        const int64_t d = want[i].shape[2];
-        const size_t row = size_t(block * d) * sizeof(float), pitch = size_t(capacity_ * d) * sizeof(float);
-        for (size_t c = 0; c < links.size(); ++c)
-            CUDA_CHECK(cudaMemcpy2D(dst + int64_t(c) * block * d, pitch, (*links[c])[i].data.data(), row, row,
-                                    size_t(want[i].shape[0]), cudaMemcpyHostToDevice));
     }
+    CUDA_CHECK(cudaStreamSynchronize(s.stream));  // (host sources are pageable: copied before the calls return)
     b.pos[size_t(slot)] = pos;
     return Status::ok();
 }
