@@ -47,7 +47,7 @@ void usage() {
         "                prompt of L random tokens + 16 (cold: nothing cached) vs the same L + 16 other tokens (warm:\n"
         "                restored from the checkpoint of every whole 256-token block of L), each rep a new prefix;\n"
         "                prints cold and warm ms (mean ± sd), warm/cold and the tokens restored (L ≥ 256)\n"
-        "  --prefix-cache-mib N  the prefix cache's host memory for --prefix-ttft (default 4096)\n"
+        "  --prefix-cache-mib N  the prefix cache's memory for --prefix-ttft (host; device memory on CUDA; default 4096)\n"
         "%s"
         "  --kernels     instead: the decode-GEMV table (gemv_bench, built with -DEMBER_CUDA=ON next to this binary) and,\n"
         "                when python3 has torch, the peers on the same shapes (bench/peers/torch_int4.py: torch int4\n"

@@ -24,7 +24,7 @@ void usage() {
         "  --max-seqs N        sequences generated together (default 4)\n"
         "  --max-queue N       requests waiting beyond those before 503 + Retry-After (default 64)\n"
         "  -c, --ctx-size N    prompt + completion tokens per request (default 4096; the GPU KV capacity)\n"
-        "  --prefix-cache-mib N  host memory of the exact prefix cache (default 1024; 0 = off): a prompt that\n"
+        "  --prefix-cache-mib N  memory of the exact prefix cache (host; device memory on CUDA; default 1024; 0 = off): a prompt that\n"
         "                      starts like an earlier one (or its reply) resumes from a checkpoint every 256 tokens\n"
         "  --model-id NAME     the model name of /v1/models (default: the file or directory name)\n"
         "  --max-body BYTES    largest request body (default 8 MiB)\n"
