@@ -46,6 +46,20 @@ Status download(const CudaState& s, int64_t capacity, int64_t from, std::vector<
     return Status::ok();
 }
 
+// The layout of a snapshot of `slot` from row `from` (batch_export_slot, batch_snapshot): state_layout(pos[slot])
+// with the KV tensors holding rows [from, pos) ([n_kv, pos − from, d]).
+Expected<std::vector<StateTensor>> snapshot_layout(const CausalLM& cpu, const BatchState& b, int64_t slot, int64_t from) {
+    EMBER_REQUIRE(slot >= 0 && slot < b.slots(), "batch: slot %lld is outside the pool of %lld", (long long)slot,
+                  (long long)b.slots());
+    const int64_t pos = b.pos[size_t(slot)];
+    EMBER_REQUIRE(from >= 0 && from <= pos, "batch: snapshot from row %lld of a slot at position %lld",
+                  (long long)from, (long long)pos);
+    std::vector<StateTensor> t = cpu.state_layout(pos);
+    for (StateTensor& x : t)
+        if (is_kv_tensor(x)) x.shape[1] = pos - from;
+    return t;
+}
+
 // The tensors of state_layout(pos) into s's current views (allocated).
 Status upload(CudaState& s, int64_t capacity, int64_t pos, const std::vector<StateTensor>& t) {
     for (const StateTensor& x : t) {
@@ -92,14 +106,7 @@ Status CudaCausalLM::import_state(ModelState& state, int64_t pos, const std::vec
 // A slot of a batch: the same copies through the slot's views of the pooled caches (CudaState::select_slot).
 Expected<std::vector<StateTensor>> CudaCausalLM::batch_export_slot(BatchState& b, int64_t slot, int64_t from) const {
     EMBER_ASSIGN(CudaBatch * cb, as_batch(b));
-    EMBER_REQUIRE(slot >= 0 && slot < b.slots(), "batch: slot %lld is outside the pool of %lld", (long long)slot,
-                  (long long)b.slots());
-    const int64_t pos = b.pos[size_t(slot)];
-    EMBER_REQUIRE(from >= 0 && from <= pos, "batch: snapshot from row %lld of a slot at position %lld",
-                  (long long)from, (long long)pos);
-    std::vector<StateTensor> t = cpu_->state_layout(pos);
-    for (StateTensor& x : t)
-        if (is_kv_tensor(x)) x.shape[1] = pos - from;
+    EMBER_ASSIGN(std::vector<StateTensor> t, snapshot_layout(*cpu_, b, slot, from));
     cb->s.select_slot(slot);
     EMBER_TRY(download(cb->s, capacity_, from, t));
     return t;
@@ -130,16 +137,10 @@ struct DeviceSnapshot : SlotSnapshot {
 
 Expected<std::unique_ptr<SlotSnapshot>> CudaCausalLM::batch_snapshot(BatchState& b, int64_t slot, int64_t from) const {
     EMBER_ASSIGN(CudaBatch * cb, as_batch(b));
-    EMBER_REQUIRE(slot >= 0 && slot < b.slots(), "batch: slot %lld is outside the pool of %lld", (long long)slot,
-                  (long long)b.slots());
-    const int64_t pos = b.pos[size_t(slot)];
-    EMBER_REQUIRE(from >= 0 && from <= pos, "batch: snapshot from row %lld of a slot at position %lld",
-                  (long long)from, (long long)pos);
     auto d = std::make_unique<DeviceSnapshot>();
-    d->layout = cpu_->state_layout(pos);
+    EMBER_ASSIGN(d->layout, snapshot_layout(*cpu_, b, slot, from));
     int64_t floats = 0;
-    for (StateTensor& x : d->layout) {
-        if (is_kv_tensor(x)) x.shape[1] = pos - from;
+    for (const StateTensor& x : d->layout) {
         d->offset.push_back(floats);
         floats += x.numel();
     }
