@@ -115,11 +115,12 @@ Copies make_ggml(GgmlType t, int64_t rows, int64_t cols, int64_t min_bytes) {
 }  // namespace
 
 int main(int argc, char** argv) {
-    bool quick = false, split_only = false;
+    bool quick = false, split_only = false, tiles_only = false;  // --tiles: only the forced-tile tables
     int64_t one[5] = {0, 0, 0, -1, 0};  // --one ROWS COLS M [CONFIG SPLIT]: 20 eager calls (for a profiler), no table
     for (int i = 1; i < argc; ++i) {
         if (!std::strcmp(argv[i], "--quick")) quick = true;
         if (!std::strcmp(argv[i], "--split")) split_only = true;
+        if (!std::strcmp(argv[i], "--tiles")) tiles_only = true;
         if (!std::strcmp(argv[i], "--one"))
             for (int k = 0; k < 5 && i + 1 < argc && argv[i + 1][0] != '-'; ++k) one[k] = std::atoll(argv[++i]);
     }
@@ -157,6 +158,38 @@ int main(int argc, char** argv) {
     void* cublas_ws = dmalloc(size_t(32) << 20);
     CUBLAS_CHECK(cublasSetWorkspace(h, cublas_ws, size_t(32) << 20));
 
+    if (tiles_only) {
+        // Every block tile forced (split 1 and the rule's split for it) on four shapes, M = 64 .. 2048, both precisions.
+        std::printf("## forced tiles (MLX q4 g64): µs fp32-faithful / bf16 mode, TFLOP/s = 2MNK/t\n\n");
+        std::printf("| shape | N×K | M | plan | fp32 µs | TFLOP/s | bf16 µs | TFLOP/s |\n|---|---|---|---|---|---|---|---|\n");
+        for (const Shape& s : {kShapes[0], kShapes[4], kShapes[6], kShapes[9]}) {
+            Copies q = make_affine(s.rows, s.cols, 4, 64, rot);
+            for (int64_t M : {int64_t(64), int64_t(512), int64_t(2048)})
+                for (int c = 0; c < ember::cuda::gemm_q_configs(); ++c) {
+                    if (c != 0 && c != 4 && c < 5) continue;  // the old kernel's two best tiles, every wgmma tile
+                    const GemmPlan plan{c, 0};
+                    const size_t need = ember::cuda::gemm_q_workspace_bytes(q.w[0], M, plan);
+                    if (need > ws_bytes) {
+                        if (ws) cudaFree(ws);
+                        ws = dmalloc(need), ws_bytes = need;
+                    }
+                    auto run_q = [&](GemmPrecision p) {
+                        return graph_seconds_per_launch(st, 20, [&](int i) {
+                            ember::cuda::gemm_q(q.w[size_t(i) % q.w.size()], x, M, y, st, ws, ws_bytes, p, plan);
+                        });
+                    };
+                    const double t32 = run_q(GemmPrecision::FP32), t16 = run_q(GemmPrecision::BF16);
+                    const double fl = 2.0 * double(M) * double(s.rows) * double(s.cols);
+                    char desc[96];
+                    ember::cuda::gemm_q_describe(q.w[0], M, desc, sizeof desc, plan);
+                    std::printf("| %s %s | %lld×%lld | %lld | %s | %.1f | %.1f | %.1f | %.1f |\n", s.model, s.name,
+                                (long long)s.rows, (long long)s.cols, (long long)M, desc, t32 * 1e6, fl / t32 * 1e-12,
+                                t16 * 1e6, fl / t16 * 1e-12);
+                    std::fflush(stdout);
+                }
+        }
+        return 0;
+    }
     // The split cuBLAS GEMM (linear_gemm_split.h) on the K-quant tensors of Q4_K_M / Q5_K_M files, beside the exact
     // GEMV chunks it replaces; TFLOP/s = 2MNK/t (the fp32-faithful mode issues three bf16 products).
     std::printf("## split GEMM (GGML blocks: dequantized hi + lo panels, cuBLAS bf16) vs the GEMV chunks\n\n");

@@ -40,6 +40,8 @@
 #include "backend/cuda/cuda_check.h"
 #include "core/check.h"
 #include "ops/linear/linear_cuda.h"
+#include "ops/linear/linear_gemm_q_pipe.cuh"
+#include "ops/linear/linear_gemm_q_wgmma.cuh"
 #include "ops/linear/linear_gemv_mma.cuh"
 #include "quant/affine.h"
 
@@ -51,130 +53,7 @@ using detail::mma0;
 using detail::pair16;
 using detail::split2;
 
-constexpr int kStageK = 64;             // columns per stage (two 32-column spans)
-__device__ __forceinline__ float to_float(float v) { return v; }
-__device__ __forceinline__ float to_float(__half v) { return __half2float(v); }
-__device__ __forceinline__ float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
-constexpr int kSmemMax = 227 * 1024;    // dynamic shared memory per block on sm_90
-
-// Block tile: WW × WT consumer warps, each MF m16 fragments of W rows × NF n8 fragments of tokens, plus one
-// producer warp that issues every copy. MINB: blocks per SM the launch bounds ask for.
-template <int WW_, int WT_, int MF_, int NF_, int MINB_>
-struct Cfg {
-    static constexpr int WW = WW_, WT = WT_, MF = MF_, NF = NF_, MINB = MINB_;
-    static constexpr int NCW = WW * WT;                       // consumer warps
-    static constexpr int BW = WW * 16 * MF, BT = WT * 8 * NF;
-    static constexpr int NTH = 32 * (NCW + 1);                // + the producer warp
-};
-
-// Shared-memory slot of one stage (bytes).
-template <class C, int BITS>
-struct Slot {
-    static constexpr int ROW = kStageK * BITS / 8;  // code bytes of a W row per stage (32 / 64)
-    // Padded row stride: lane (g, t) reads word 12g + t (4-bit, 32-bit reads: 32 distinct banks) or words
-    // 24g + 2t, +1 (8-bit, 64-bit reads, served per half-warp: g = 0..3 → 8-word ranges 0, 24, 16, 8).
-    static constexpr int WSTRIDE = BITS == 4 ? ROW + 16 : ROW + 32;  // 48 / 96
-    static constexpr int X = C::BT * 256;           // hi plane [BT][64] bf16, then lo plane
-    static constexpr int W = C::BW * WSTRIDE;
-    static constexpr int SB = 2 * C::BW * 8;        // [group 0..1][BW] {s, b − off·s} f32 pairs
-    static constexpr int XS = 2 * C::BT * 4;        // [group 0..1][BT] f32 x sums
-    static constexpr int BYTES = X + W + SB + XS;
-    static constexpr int R = 4 * BYTES <= kSmemMax / C::MINB ? 4 : 3;  // ring depth
-    static constexpr int SMEM = R * BYTES;
-    static_assert(3 * BYTES <= kSmemMax / C::MINB, "block tile too large for shared memory");
-    static_assert(X % 16 == 0 && W % 16 == 0 && SB % 16 == 0 && XS % 16 == 0, "16-byte alignment");
-};
-
-struct Args {
-    const uint8_t* w;       // codes [N, row_bytes]
-    const uint8_t* xt;      // pre-tiled x   [token tile][stage][planes · BT · 128 bytes] (gemm_prep_x)
-    const uint8_t* sbt;     // pre-tiled {s, b'} [row tile][stage][2][BW] float2 (gemm_prep_sb)
-    const uint8_t* xst;     // pre-tiled x sums [token tile][stage][2][BT] f32
-    float* y;               // [M, N], or [split, M, N] partials
-    int M, N, K, row_bytes;
-    int stages, sps;        // stages of K, stages per split
-};
-
-__device__ __forceinline__ uint32_t smem_u32(const void* p) {
-    return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-// mbarriers (shared::cta) and bulk copies global → shared completing on one (PTX ISA: mbarrier, cp.async.bulk).
-__device__ __forceinline__ void mbar_init(uint32_t bar, int count) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
-}
-__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
-    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
-}
-// Arrives and adds `bytes` to the phase's expected transaction count.
-__device__ __forceinline__ void mbar_expect(uint32_t bar, uint32_t bytes) {
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
-}
-// Waits until the phase with the given parity has completed.
-__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
-    asm volatile(
-        "{\n"
-        ".reg .pred done;\n"
-        "WAIT_%=:\n"
-        "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
-        "@!done bra WAIT_%=;\n"
-        "}\n" ::"r"(bar),
-        "r"(parity)
-        : "memory");
-}
-__device__ __forceinline__ void bulk_copy(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar) {
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(dst),
-                 "l"(src), "r"(bytes), "r"(bar)
-                 : "memory");
-}
-__device__ __forceinline__ void ldsm4(uint32_t addr, uint32_t& r0, uint32_t& r1, uint32_t& r2, uint32_t& r3) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
-                 : "r"(addr));
-}
-
-// bf16x2 {byte b of lo, byte b of hi} as exact values (codes 0..255): 2²³ + q as fp32 bits, minus 2²³.
-__device__ __forceinline__ uint32_t byte_pair(uint32_t lo, uint32_t hi, int b) {
-    const float f0 = __uint_as_float(__byte_perm(lo, 0x4B000000u, 0x7540u + unsigned(b))) - 8388608.f;
-    const float f1 = __uint_as_float(__byte_perm(hi, 0x4B000000u, 0x7540u + unsigned(b))) - 8388608.f;
-    uint32_t r;
-    asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(f1), "f"(f0));  // f0 → low half
-    return r;
-}
-
-// The producer warp's copies of stage st (columns [64·st, 64·st + 64)) into `slot`, completing on `bar` (FULL):
-// lane 0 sets the expected bytes and issues three bulk copies (x, {s, b'} pairs, x sums: pre-tiled, contiguous);
-// every lane copies its 16-byte chunks of the codes (chunk lane % WCH of rows lane / WCH + (32 / WCH)·j; rows
-// ≥ N and the invalid half of a ragged last stage are zero-filled) with cp.async and arrives on `bar` when they
-// land (.noinc: the 32 arrivals are part of the barrier's count, 1 + 32).
-template <class C, int BITS, bool HILO>
-__device__ __forceinline__ void produce_stage(const Args& a, uint32_t slot, uint32_t bar, int st, int n0, int m0,
-                                              int lane) {
-    using S = Slot<C, BITS>;
-    constexpr uint32_t XB = (HILO ? 2 : 1) * C::BT * 128;  // x bytes of a stage
-    constexpr int WCH = S::ROW / 16, WR = 32 / WCH, WJ = C::BW / WR;
-    static_assert(C::BW % WR == 0, "code rows per lane step");
-    const int tt = m0 / C::BT, rt = n0 / C::BW;
-    if (lane == 0) {
-        mbar_expect(bar, XB + S::SB + S::XS);
-        bulk_copy(slot, a.xt + (int64_t(tt) * a.stages + st) * XB, XB, bar);
-        bulk_copy(slot + S::X + S::W, a.sbt + (int64_t(rt) * a.stages + st) * S::SB, S::SB, bar);
-        bulk_copy(slot + S::X + S::W + S::SB, a.xst + (int64_t(tt) * a.stages + st) * S::XS, S::XS, bar);
-    }
-    const int c = lane % WCH, r0 = lane / WCH, kb = st * S::ROW + 16 * c;
-    const bool kok = kb < a.row_bytes;
-    const uint8_t* q = a.w + int64_t(n0 + r0) * a.row_bytes + kb;
-    const int64_t step = int64_t(WR) * a.row_bytes;
-    const uint32_t d = slot + S::X + r0 * S::WSTRIDE + 16 * c;
-#pragma unroll 7
-    for (int j = 0; j < WJ; ++j) {
-        const bool ok = kok && n0 + r0 + WR * j < a.N;
-        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d + j * WR * S::WSTRIDE), "l"(q),
-                     "r"(ok ? 16 : 0)
-                     : "memory");  // (!ok: nothing is read)
-        q += step;
-    }
-    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
-}
+using namespace gemmq;
 
 // One stage of a consumer warp: products into P, and at each group's end acc += s·P + b'·X (b' = b − off·s, from
 // gemm_prep_sb). OPEN: the stage starts a group (its first k-step writes P fresh, mma0); a group of 128 spans two
@@ -326,22 +205,6 @@ __global__ void __launch_bounds__(C::NTH, C::MINB) gemm_q_kernel(const Args a) {
             }
 }
 
-// Scales and biases [N, ng] (bf16 / f16 / f32) → {s, b − off·s} f32 pairs [ng, npad] (rows ≥ N: zeros).
-template <class ST>
-__global__ void gemm_prep_sb(const ST* __restrict__ sc, const ST* __restrict__ bi, int N, int ng, int npad, float off,
-                             float2* __restrict__ out) {
-    const int64_t total = int64_t(ng) * npad;
-    for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
-        const int g = int(i / npad), n = int(i % npad);
-        float2 v = make_float2(0.f, 0.f);
-        if (n < N) {
-            const float s = to_float(sc[int64_t(n) * ng + g]), b = to_float(bi[int64_t(n) * ng + g]);
-            v = make_float2(s, fmaf(-off, s, b));
-        }
-        out[i] = v;
-    }
-}
-
 // x [M, K] → pre-tiled hi / lo planes (Args::xt: per token tile and stage, the slot's bytes: rows of 64 bf16 in
 // logical column order, 16-byte chunks XOR-swizzled by row) and group sums of hi + lo (Args::xst: at the stage
 // that closes the group, index 0 or — group 32 — the span's parity). Rows ≥ M and columns ≥ K are zeros. One
@@ -448,13 +311,19 @@ using C1 = Cfg<7, 1, 2, 4, 1>;  // 224 × 32
 using C2 = Cfg<7, 1, 2, 2, 1>;  // 224 × 16
 using C3 = Cfg<7, 1, 4, 4, 1>;  // 448 × 32
 using C4 = Cfg<3, 1, 2, 8, 2>;  // 96 × 64, two blocks per SM
+// wgmma tiles (linear_gemm_q_wgmma.cuh): two consumer warpgroups + the producer warp.
+using C5 = WgCfg<2, 2, 64>;     // 256 × 64
+using C6 = WgCfg<2, 1, 64>;     // 128 × 64
+using C7 = WgCfg<2, 2, 32>;     // 256 × 32
 // eff: measured per-SM throughput relative to C0 (H200, 6144×2048, M = 512, all forced: 132.8, 132.3, 126.0,
 // 130.6, 138.1 TFLOP/s; bench/results/2026-12-01-h200-gemm-q.md).
 constexpr CfgInfo kCfgs[] = {
     {C0::BW, C0::BT, C0::MINB, 1.0}, {C1::BW, C1::BT, C1::MINB, 1.0}, {C2::BW, C2::BT, C2::MINB, 0.95},
     {C3::BW, C3::BT, C3::MINB, 0.98}, {C4::BW, C4::BT, C4::MINB, 1.04},
+    {C5::BW, C5::BT, C5::MINB, 0.5},  {C6::BW, C6::BT, C6::MINB, 0.5},  {C7::BW, C7::BT, C7::MINB, 0.5},
 };
 constexpr int kNumCfgs = int(sizeof(kCfgs) / sizeof(kCfgs[0]));
+constexpr int kFirstWgCfg = 5;  // configs from here on are the wgmma kernel's
 
 template <class C, int BITS>
 int smem_bytes() { return Slot<C, BITS>::SMEM; }
@@ -465,7 +334,10 @@ int cfg_smem(int c, int bits) {
         case 1: return bits == 4 ? smem_bytes<C1, 4>() : smem_bytes<C1, 8>();
         case 2: return bits == 4 ? smem_bytes<C2, 4>() : smem_bytes<C2, 8>();
         case 3: return bits == 4 ? smem_bytes<C3, 4>() : smem_bytes<C3, 8>();
-        default: return bits == 4 ? smem_bytes<C4, 4>() : smem_bytes<C4, 8>();
+        case 4: return bits == 4 ? smem_bytes<C4, 4>() : smem_bytes<C4, 8>();
+        case 5: return bits == 4 ? smem_bytes<C5, 4>() : smem_bytes<C5, 8>();
+        case 6: return bits == 4 ? smem_bytes<C6, 4>() : smem_bytes<C6, 8>();
+        default: return bits == 4 ? smem_bytes<C7, 4>() : smem_bytes<C7, 8>();
     }
 }
 
@@ -506,7 +378,10 @@ size_t partial_budget(const Weight& W, int64_t n) {
 
 template <class C, int BITS, int GS, bool HILO>
 void launch_cfg(const Args& a, int split, cudaStream_t st) {
-    auto* k = gemm_q_kernel<C, BITS, GS, HILO>;
+    auto* k = [] {
+        if constexpr (C::ALIGN == 1024) return gemm_q_wg_kernel<C, BITS, GS, HILO>;
+        else return gemm_q_kernel<C, BITS, GS, HILO>;
+    }();
     static const bool attr = [&] {
         CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, Slot<C, BITS>::SMEM));
         return true;
@@ -531,7 +406,10 @@ void launch_bits(int c, const Args& a, int gs, int split, cudaStream_t st) {
         case 1: launch_gs<C1, BITS, HILO>(a, gs, split, st); break;
         case 2: launch_gs<C2, BITS, HILO>(a, gs, split, st); break;
         case 3: launch_gs<C3, BITS, HILO>(a, gs, split, st); break;
-        default: launch_gs<C4, BITS, HILO>(a, gs, split, st); break;
+        case 4: launch_gs<C4, BITS, HILO>(a, gs, split, st); break;
+        case 5: launch_gs<C5, BITS, HILO>(a, gs, split, st); break;
+        case 6: launch_gs<C6, BITS, HILO>(a, gs, split, st); break;
+        default: launch_gs<C7, BITS, HILO>(a, gs, split, st); break;
     }
 }
 
@@ -598,8 +476,8 @@ size_t gemm_q_workspace_bytes(const Weight& W, int64_t n, const GemmPlan& force)
 const char* gemm_q_describe(const Weight& W, int64_t n, char* buf, size_t buf_bytes, const GemmPlan& force) {
     const GemmPlan p = gemm_q_plan(W, n, force);
     const CfgInfo& ci = kCfgs[p.config];
-    std::snprintf(buf, buf_bytes, "gemm q%d g%d %dx%d split%d smem%dK", W.bits, W.group_size, ci.bw, ci.bt, p.split,
-                  cfg_smem(p.config, W.bits) / 1024);
+    std::snprintf(buf, buf_bytes, "gemm q%d g%d %s%dx%d split%d smem%dK", W.bits, W.group_size,
+                  p.config >= kFirstWgCfg ? "wgmma " : "", ci.bw, ci.bt, p.split, cfg_smem(p.config, W.bits) / 1024);
     return buf;
 }
 

@@ -1,0 +1,225 @@
+// ops/linear/linear_gemm_q_wgmma.cuh: the affine GEMM's Hopper kernel (contract: linear_gemm_q.h) — the copy
+// pipeline of linear_gemm_q_pipe.cuh (one producer warp, a ring of mbarrier slots, x / {s, b'} / x sums as bulk
+// copies, the codes as cp.async) feeding consumer *warpgroups* that issue wgmma instead of mma.sync.
+//
+//  - A warpgroup owns MF m64 tiles of W rows × all BT tokens of the block (wgmma m64nBTk16, bf16 → fp32). W is the A
+//    operand from registers, decoded from the raw codes exactly as the mma.sync kernel does (per warp the wgmma A
+//    fragment is the m16n8k16 one: warp w of the group holds rows 16w .. 16w + 15 of each m64 tile), so the same
+//    logical column order and the same pre-tiled x serve both kernels. x is the B operand straight from the slot:
+//    the prep kernel's rows of 128 bytes with 16-byte chunks XOR-swizzled by row are the K-major 128-byte-swizzle
+//    layout of a wgmma descriptor (8-row groups 1024 bytes apart) once the slot is 1024-aligned; k-step q of a stage
+//    starts 32·q bytes in.
+//  - Per group: the products of its k-steps go to the accumulator P (the group's first wgmma with scale-d = 0), the
+//    warpgroup commits and waits, then acc += s·P + b'·X in fp32 as in the mma.sync kernel (same numerics, same
+//    order of the per-group fp32 sums). A warpgroup's tensor work pauses during its own wait and epilogue; the other
+//    warpgroup of the block fills the tensor pipe meanwhile. The slot is released after the stage's last wait.
+//  - fp32-faithful: two wgmma per k-step and tile (x hi, x lo) on the same A registers; bf16 mode: one.
+#pragma once
+#include <cstdint>
+
+#include "ops/linear/linear_gemm_q_pipe.cuh"
+#include "ops/linear/linear_gemv_mma.cuh"
+
+namespace ember::cuda::gemmq {
+
+// NWG consumer warpgroups, each MF m64 tiles of W rows, all over the block's BT tokens; plus one producer warp.
+template <int NWG_, int MF_, int BT_>
+struct WgCfg {
+    static constexpr int NWG = NWG_, MF = MF_, MINB = 1, ALIGN = 1024;
+    static constexpr int NCW = 4 * NWG, BW = NWG * 64 * MF, BT = BT_, NTH = 32 * (NCW + 1);
+    static_assert(BT == 16 || BT == 32 || BT == 64, "wgmma N of the block tile");
+};
+
+// Shared-memory matrix descriptor (PTX ISA, wgmma): a K-major bf16 operand in the 128-byte swizzle — start address,
+// leading byte offset (unused by this layout: 1), stride byte offset 1024 (8 rows of 128 bytes), layout SWIZZLE_128B.
+__device__ __forceinline__ uint64_t desc_sw128(uint32_t addr) {
+    return uint64_t((addr & 0x3FFFFu) >> 4) | (uint64_t(1) << 16) | (uint64_t(1024 >> 4) << 32) | (uint64_t(1) << 62);
+}
+__device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wg_wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
+// Pins an accumulator register at this point of the program (the compiler may not move its reads or writes across).
+__device__ __forceinline__ void pin(float& r) { asm volatile("" : "+f"(r)::"memory"); }
+
+// D (+)= A·B, m64nNk16 bf16 → f32, A (this warp's m16k16 fragment) from registers, B from a descriptor;
+// accumulate = 0: D = A·B.
+template <int N>
+__device__ __forceinline__ void wgmma_rs(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t desc, int accumulate);
+
+template <>
+__device__ __forceinline__ void wgmma_rs<16>(float (&d)[8], const uint32_t (&a)[4], uint64_t desc, int accumulate) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %13, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7}, {%8, %9, %10, %11}, %12, p, 1, 1, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(accumulate));
+}
+
+template <>
+__device__ __forceinline__ void wgmma_rs<32>(float (&d)[16], const uint32_t (&a)[4], uint64_t desc, int accumulate) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %21, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, {%16, %17, %18, %19}, %20, p, 1, 1, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(accumulate));
+}
+
+template <>
+__device__ __forceinline__ void wgmma_rs<64>(float (&d)[32], const uint32_t (&a)[4], uint64_t desc, int accumulate) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32, %33, %34, %35}, %36, p, 1, 1, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(accumulate));
+}
+
+// The A fragments (4 registers: rows g / g + 8, columns 2t.. / 2t + 8..) of the four k-steps of a stage, decoded
+// from this lane's code words of the two 32-column spans (rows g and g + 8).
+template <int BITS>
+__device__ __forceinline__ void decode_stage(const uint8_t* ra, const uint8_t* rb, uint32_t (&A)[4][4]) {
+#pragma unroll
+    for (int sp = 0; sp < 2; ++sp) {
+        if constexpr (BITS == 4) {
+            const uint32_t wa = *reinterpret_cast<const uint32_t*>(ra + 16 * sp);
+            const uint32_t wb = *reinterpret_cast<const uint32_t*>(rb + 16 * sp);
+#pragma unroll
+            for (int ks = 0; ks < 2; ++ks) {
+                uint32_t(&f)[4] = A[2 * sp + ks];
+                f[0] = detail::pair16(wa, 2 * ks), f[1] = detail::pair16(wb, 2 * ks);
+                f[2] = detail::pair16(wa, 2 * ks + 1), f[3] = detail::pair16(wb, 2 * ks + 1);
+            }
+        } else {
+            const uint2 va = *reinterpret_cast<const uint2*>(ra + 32 * sp);
+            const uint2 vb = *reinterpret_cast<const uint2*>(rb + 32 * sp);
+#pragma unroll
+            for (int ks = 0; ks < 2; ++ks) {
+                uint32_t(&f)[4] = A[2 * sp + ks];
+                f[0] = byte_pair(va.x, va.y, 2 * ks), f[1] = byte_pair(vb.x, vb.y, 2 * ks);
+                f[2] = byte_pair(va.x, va.y, 2 * ks + 1), f[3] = byte_pair(vb.x, vb.y, 2 * ks + 1);
+            }
+        }
+    }
+}
+
+// The wgmma of k-steps [Q0, Q1) of a stage into P (the first with scale-d = 0 when FRESH), committed and waited.
+template <class C, bool HILO, int Q0, int Q1, bool FRESH>
+__device__ __forceinline__ void wg_products(const uint32_t (&A)[C::MF][4][4], uint32_t xaddr,
+                                            float (&P)[C::MF][C::BT / 2]) {
+    constexpr int MF = C::MF, NR = C::BT / 2;
+#pragma unroll
+    for (int i = 0; i < MF; ++i)
+#pragma unroll
+        for (int r = 0; r < NR; ++r) pin(P[i][r]);
+    wg_fence();
+#pragma unroll
+    for (int q = Q0; q < Q1; ++q)
+#pragma unroll
+        for (int i = 0; i < MF; ++i) {
+            wgmma_rs<C::BT>(P[i], A[i][q], desc_sw128(xaddr + 32 * q), (FRESH && q == Q0) ? 0 : 1);
+            if constexpr (HILO) wgmma_rs<C::BT>(P[i], A[i][q], desc_sw128(xaddr + C::BT * 128 + 32 * q), 1);
+        }
+    wg_commit();
+    wg_wait0();
+#pragma unroll
+    for (int i = 0; i < MF; ++i)
+#pragma unroll
+        for (int r = 0; r < NR; ++r) pin(P[i][r]);
+}
+
+// acc += s·P + b'·X for the group at index gi of the slot's {s, b'} pairs and x sums.
+template <class C>
+__device__ __forceinline__ void wg_close(const float2* sbl, const float* xql, int gi, int rw, int g, int t,
+                                         float (&acc)[C::MF][C::BT / 2], const float (&P)[C::MF][C::BT / 2]) {
+#pragma unroll
+    for (int i = 0; i < C::MF; ++i) {
+        const int ra = rw + 64 * i + g;
+        const float2 sa = sbl[gi * C::BW + ra], sb = sbl[gi * C::BW + ra + 8];
+#pragma unroll
+        for (int j = 0; j < C::BT / 8; ++j) {
+            const float2 X = *reinterpret_cast<const float2*>(xql + gi * C::BT + 8 * j + 2 * t);
+            acc[i][4 * j + 0] = fmaf(sa.y, X.x, fmaf(sa.x, P[i][4 * j + 0], acc[i][4 * j + 0]));
+            acc[i][4 * j + 1] = fmaf(sa.y, X.y, fmaf(sa.x, P[i][4 * j + 1], acc[i][4 * j + 1]));
+            acc[i][4 * j + 2] = fmaf(sb.y, X.x, fmaf(sb.x, P[i][4 * j + 2], acc[i][4 * j + 2]));
+            acc[i][4 * j + 3] = fmaf(sb.y, X.y, fmaf(sb.x, P[i][4 * j + 3], acc[i][4 * j + 3]));
+        }
+    }
+}
+
+template <class C, int BITS, int GS, bool HILO>
+__global__ void __launch_bounds__(C::NTH, 1) gemm_q_wg_kernel(const Args a) {
+    using S = Slot<C, BITS>;
+    constexpr int MF = C::MF, NR = C::BT / 2, R = S::R;
+    extern __shared__ uint8_t smem_raw[];
+    __shared__ __align__(8) uint64_t bars[2 * R];  // FULL[R] (the slot's copies landed), EMPTY[R] (consumers done)
+    const uint32_t raw0 = smem_u32(smem_raw), smem0 = (raw0 + 1023u) & ~1023u;  // slots 1024-aligned (swizzle)
+    const uint8_t* smem = smem_raw + (smem0 - raw0);
+    const int n0 = int(blockIdx.x) * C::BW, m0 = int(blockIdx.y) * C::BT;
+    const int st0 = int(blockIdx.z) * a.sps, nst = min(a.stages, st0 + a.sps) - st0;
+    const int warp = int(threadIdx.x) >> 5, lane = int(threadIdx.x) & 31;
+    const uint32_t bar0 = smem_u32(bars);
+    auto full = [&](int i) { return bar0 + 8u * unsigned(i); };
+    auto empty = [&](int i) { return bar0 + 8u * unsigned(R + i); };
+    if (threadIdx.x == 0) {
+        for (int i = 0; i < R; ++i) mbar_init(full(i), 1 + 32), mbar_init(empty(i), C::NCW);
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    __syncthreads();
+
+    if (warp == C::NCW) {  // ---- producer (as in the mma.sync kernel) ----
+        for (int s = 0; s < nst; ++s) {
+            const int sl = s % R, u = s / R;
+            if (u > 0) mbar_wait(empty(sl), uint32_t(u - 1) & 1u);
+            produce_stage<C, BITS, HILO>(a, smem0 + sl * S::BYTES, full(sl), st0 + s, n0, m0, lane);
+        }
+        return;
+    }
+
+    // ---- consumer warpgroups ----
+    const int g = lane >> 2, t = lane & 3;
+    const int rw = (warp >> 2) * 64 * MF + 16 * (warp & 3);  // this warp's first row (tile 0) in the block tile
+    float acc[MF][NR], P[MF][NR];
+#pragma unroll
+    for (int i = 0; i < MF; ++i)
+#pragma unroll
+        for (int r = 0; r < NR; ++r) acc[i][r] = 0.f, P[i][r] = 0.f;
+    for (int s = 0; s < nst; ++s) {
+        const int sl = s % R, st = st0 + s;
+        mbar_wait(full(sl), uint32_t(s / R) & 1u);
+        const uint8_t* slot = smem + sl * S::BYTES;
+        const uint32_t xaddr = smem0 + sl * S::BYTES;
+        const float2* sbl = reinterpret_cast<const float2*>(slot + S::X + S::W);
+        const float* xql = reinterpret_cast<const float*>(slot + S::X + S::W + S::SB);
+        uint32_t A[MF][4][4];
+#pragma unroll
+        for (int i = 0; i < MF; ++i) {
+            const uint8_t* ra = slot + S::X + (rw + 64 * i + g) * S::WSTRIDE + t * BITS;
+            decode_stage<BITS>(ra, ra + 8 * S::WSTRIDE, A[i]);
+        }
+        if constexpr (GS == 32) {
+            wg_products<C, HILO, 0, 2, true>(A, xaddr, P);
+            wg_close<C>(sbl, xql, 0, rw, g, t, acc, P);
+            wg_products<C, HILO, 2, 4, true>(A, xaddr, P);
+            wg_close<C>(sbl, xql, 1, rw, g, t, acc, P);
+        } else if (GS == 64 || !(st & 1)) {  // a group of 64, or the first half of a group of 128
+            wg_products<C, HILO, 0, 4, true>(A, xaddr, P);
+            if (GS == 64) wg_close<C>(sbl, xql, 0, rw, g, t, acc, P);
+        } else {  // the second half of a group of 128
+            wg_products<C, HILO, 0, 4, false>(A, xaddr, P);
+            wg_close<C>(sbl, xql, 0, rw, g, t, acc, P);
+        }
+        __syncwarp();
+        if (lane == 0) mbar_arrive(empty(sl));
+    }
+    float* y = a.y + int64_t(blockIdx.z) * a.M * a.N;
+#pragma unroll
+    for (int i = 0; i < MF; ++i)
+#pragma unroll
+        for (int j = 0; j < C::BT / 8; ++j)
+#pragma unroll
+            for (int h = 0; h < 4; ++h) {
+                const int r = n0 + rw + 64 * i + g + (h >= 2 ? 8 : 0), m = m0 + 8 * j + 2 * t + (h & 1);
+                if (r < a.N && m < a.M) y[int64_t(m) * a.N + r] = acc[i][4 * j + h];
+            }
+}
+
+}  // namespace ember::cuda::gemmq
