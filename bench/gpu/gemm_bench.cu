@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "backend/cuda/cuda_check.h"
@@ -115,12 +116,16 @@ Copies make_ggml(GgmlType t, int64_t rows, int64_t cols, int64_t min_bytes) {
 }  // namespace
 
 int main(int argc, char** argv) {
-    bool quick = false, split_only = false, tiles_only = false;  // --tiles: only the forced-tile tables
+    bool quick = false, split_only = false, tiles_only = false;  // --tiles [C,C..]: only the forced-tile tables
+    std::string tile_list;
     int64_t one[5] = {0, 0, 0, -1, 0};  // --one ROWS COLS M [CONFIG SPLIT]: 20 eager calls (for a profiler), no table
     for (int i = 1; i < argc; ++i) {
         if (!std::strcmp(argv[i], "--quick")) quick = true;
         if (!std::strcmp(argv[i], "--split")) split_only = true;
-        if (!std::strcmp(argv[i], "--tiles")) tiles_only = true;
+        if (!std::strcmp(argv[i], "--tiles")) {
+            tiles_only = true;
+            if (i + 1 < argc && argv[i + 1][0] != '-') tile_list = argv[++i];  // e.g. 4,6,8: those configs only
+        }
         if (!std::strcmp(argv[i], "--one"))
             for (int k = 0; k < 5 && i + 1 < argc && argv[i + 1][0] != '-'; ++k) one[k] = std::atoll(argv[++i]);
     }
@@ -166,7 +171,9 @@ int main(int argc, char** argv) {
             Copies q = make_affine(s.rows, s.cols, 4, 64, rot);
             for (int64_t M : {int64_t(64), int64_t(512), int64_t(2048)})
                 for (int c = 0; c < ember::cuda::gemm_q_configs(); ++c) {
-                    if (c != 0 && c != 4 && c < 5) continue;  // the old kernel's two best tiles, every wgmma tile
+                    if (tile_list.empty() ? (c != 0 && c != 4 && c < 5)  // the old kernel's two best tiles, every wgmma tile
+                                          : (("," + tile_list + ",").find("," + std::to_string(c) + ",") == std::string::npos))
+                        continue;
                     const GemmPlan plan{c, 0};
                     const size_t need = ember::cuda::gemm_q_workspace_bytes(q.w[0], M, plan);
                     if (need > ws_bytes) {

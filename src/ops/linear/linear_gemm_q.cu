@@ -1,6 +1,9 @@
 // ops/linear/linear_gemm_q.cu: the affine 4-/8-bit tensor-core GEMM for many tokens (contract and numerics:
 // linear_gemm_q.h). Y[M tokens, N rows] = X[M, K] · W[N, K]ᵀ.
 //
+// Two kernels share the copy pipeline (linear_gemm_q_pipe.cuh) and the prep kernels: the mma.sync kernel below
+// (configs 0-4, kept for the smallest token counts) and the wgmma kernel of linear_gemm_q_wgmma.cuh (configs 5-7,
+// 1.45-1.6× faster from M ≈ 32 on); the written rule picks among all of them.
 // Design (mma.sync m16n8k16 bf16 → fp32; one block tile of BW W-rows × BT tokens per block, K in stages of 64):
 //  - Prep kernels (per call): x → hi / lo bf16 and the per-group sums Σ (hi + lo), and the scales / biases →
 //    {s, b − off·s} fp32 pairs, each written pre-tiled: for every (token tile | row tile, stage) the bytes lie
@@ -311,16 +314,19 @@ using C1 = Cfg<7, 1, 2, 4, 1>;  // 224 × 32
 using C2 = Cfg<7, 1, 2, 2, 1>;  // 224 × 16
 using C3 = Cfg<7, 1, 4, 4, 1>;  // 448 × 32
 using C4 = Cfg<3, 1, 2, 8, 2>;  // 96 × 64, two blocks per SM
-// wgmma tiles (linear_gemm_q_wgmma.cuh): two consumer warpgroups + the producer warp.
-using C5 = WgCfg<2, 2, 64>;     // 256 × 64
-using C6 = WgCfg<2, 1, 64>;     // 128 × 64
-using C7 = WgCfg<2, 2, 32>;     // 256 × 32
+// wgmma tiles (linear_gemm_q_wgmma.cuh): two consumer warpgroups + the producer warp. (Tried and dropped, H200,
+// bench/results/2026-12-03-h200-gemm-wgmma.md: 256 × 64 without the tile overlap, 256 × 32, 192 × 64 and 256 × 64 from
+// three / four warpgroups, two groups in flight per warpgroup, 8-slot rings — none faster than these three.)
+using C5 = WgCfg<2, 1, 64>;        // 128 × 64
+using C6 = WgCfg<2, 2, 64, true>;  // 256 × 64, tile i closed while tile i + 1 computes
+using C7 = WgCfg<2, 1, 128>;       // 128 × 128
 // eff: measured per-SM throughput relative to C0 (H200, 6144×2048, M = 512, all forced: 132.8, 132.3, 126.0,
-// 130.6, 138.1 TFLOP/s; bench/results/2026-12-01-h200-gemm-q.md).
+// 130.6, 138.1 TFLOP/s; bench/results/2026-12-01-h200-gemm-q.md). The wgmma tiles: 200-240 TFLOP/s fp32-faithful at
+// M = 512-2048 over the 2B / 9B / 27B shapes (bench/results/2026-12-03-h200-gemm-wgmma.md), ≈ 1.6× C0.
 constexpr CfgInfo kCfgs[] = {
     {C0::BW, C0::BT, C0::MINB, 1.0}, {C1::BW, C1::BT, C1::MINB, 1.0}, {C2::BW, C2::BT, C2::MINB, 0.95},
     {C3::BW, C3::BT, C3::MINB, 0.98}, {C4::BW, C4::BT, C4::MINB, 1.04},
-    {C5::BW, C5::BT, C5::MINB, 0.5},  {C6::BW, C6::BT, C6::MINB, 0.5},  {C7::BW, C7::BT, C7::MINB, 0.5},
+    {C5::BW, C5::BT, C5::MINB, 1.6},  {C6::BW, C6::BT, C6::MINB, 1.6},  {C7::BW, C7::BT, C7::MINB, 1.55},
 };
 constexpr int kNumCfgs = int(sizeof(kCfgs) / sizeof(kCfgs[0]));
 constexpr int kFirstWgCfg = 5;  // configs from here on are the wgmma kernel's
@@ -452,14 +458,14 @@ GemmPlan gemm_q_plan(const Weight& W, int64_t n, const GemmPlan& force) {
     return best;
 }
 
-// Workspace layout (each part 256-aligned): pre-tiled x (≤ (n + 64) rows × stages × 256 bytes), x sums
-// (≤ (n + 64) × stages × 8), {s, b'} pairs (≤ (rows + 448) × stages × 16), K-split partials (partial_budget). The
-// bounds hold for every tile (BT ≤ 64, BW ≤ 448) and grow with n.
+// Workspace layout (each part 256-aligned): pre-tiled x (≤ (n + 128) rows × stages × 256 bytes), x sums
+// (≤ (n + 128) × stages × 8), {s, b'} pairs (≤ (rows + 448) × stages × 16), K-split partials (partial_budget). The
+// bounds hold for every tile (BT ≤ 128, BW ≤ 448) and grow with n.
 struct WsLayout {
     size_t xt, xst, sbt, part, total;
 };
 WsLayout ws_layout(const Weight& W, int64_t n, const GemmPlan& p) {
-    const size_t st = size_t(stages_of(W)), rows = size_t(n) + 64;
+    const size_t st = size_t(stages_of(W)), rows = size_t(n) + 128;
     WsLayout l;
     l.xt = 0;
     l.xst = l.xt + align256(rows * st * 256);

@@ -6,7 +6,7 @@
 //   y[t, r] = Σ_c W[r, c] · x[t, c]     t < n tokens, r < W.rows, c < W.cols     (spec: ops/linear/linear.h)
 //
 // Numerics. The codes enter the tensor cores exactly (bf16 16 + q for 4-bit, q for 8-bit); per group of columns
-// the kernel forms C = Σ code·x' with fp32 accumulation (mma.sync m16n8k16) and adds s·C + (b − off·s)·Σx' in
+// the kernel forms C = Σ code·x' with fp32 accumulation (mma.sync m16n8k16, or wgmma m64nNk16 on the larger tiles) and adds s·C + (b − off·s)·Σx' in
 // fp32, as the CPU does per group (s·Σq·x + b·Σx). x' is x as the sum of two bf16 terms hi + lo
 // (|x − x'| ≤ 2⁻¹⁶|x|) in the default precision (GemmPrecision::FP32: two products per code, error
 // ≤ 2⁻¹⁶·Σ|w||x| + fp32 rounding, as the decode GEMVs), or x rounded to one bf16 (GemmPrecision::BF16: one

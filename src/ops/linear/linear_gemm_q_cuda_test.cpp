@@ -72,7 +72,7 @@ TEST(GemmQCuda, KSplitsMatchReference) {
                          Fmt{true, DType::F32, 8, 32}, Fmt{true, DType::BF16, 8, 128}}) {
         auto c = make_case(f, 520, 2048 + f.gs, 70, seed++);
         for (int split : {2, 3, 8, 100})
-            for (int cfg : {0, 3}) check_gemm(*c, 70, GemmPrecision::FP32, {cfg, split}, "split");
+            for (int cfg : {0, 3, 5, 6, 7}) check_gemm(*c, 70, GemmPrecision::FP32, {cfg, split}, "split");
     }
 }
 

@@ -23,11 +23,15 @@
 namespace ember::cuda::gemmq {
 
 // NWG consumer warpgroups, each MF m64 tiles of W rows, all over the block's BT tokens; plus one producer warp.
-template <int NWG_, int MF_, int BT_>
+// OVL (MF > 1): a warpgroup commits each m64 tile's wgmma as its own group and closes tile i while the later
+// tiles' products still run. (Keeping two *groups of columns* in flight — double-buffered P and A across stages —
+// was tried: ptxas serializes the wgmma there, C7513 / C7514, and it ran 25-35 % slower.)
+template <int NWG_, int MF_, int BT_, bool OVL_ = false>
 struct WgCfg {
     static constexpr int NWG = NWG_, MF = MF_, MINB = 1, ALIGN = 1024;
+    static constexpr bool OVL = OVL_ && MF_ > 1;
     static constexpr int NCW = 4 * NWG, BW = NWG * 64 * MF, BT = BT_, NTH = 32 * (NCW + 1);
-    static_assert(BT == 16 || BT == 32 || BT == 64, "wgmma N of the block tile");
+    static_assert(BT == 16 || BT == 32 || BT == 64 || BT == 128, "wgmma N of the block tile");
 };
 
 // Shared-memory matrix descriptor (PTX ISA, wgmma): a K-major bf16 operand in the 128-byte swizzle — start address,
@@ -38,6 +42,8 @@ __device__ __forceinline__ uint64_t desc_sw128(uint32_t addr) {
 __device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wg_wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void wg_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory"); }
 // Pins an accumulator register at this point of the program (the compiler may not move its reads or writes across).
 __device__ __forceinline__ void pin(float& r) { asm volatile("" : "+f"(r)::"memory"); }
 
@@ -73,6 +79,15 @@ __device__ __forceinline__ void wgmma_rs<64>(float (&d)[32], const uint32_t (&a)
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(accumulate));
 }
 
+template <>
+__device__ __forceinline__ void wgmma_rs<128>(float (&d)[64], const uint32_t (&a)[4], uint64_t desc, int accumulate) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, {%64, %65, %66, %67}, %68, p, 1, 1, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(accumulate));
+}
+
 // The A fragments (4 registers: rows g / g + 8, columns 2t.. / 2t + 8..) of the four k-steps of a stage, decoded
 // from this lane's code words of the two 32-column spans (rows g and g + 8).
 template <int BITS>
@@ -101,37 +116,45 @@ __device__ __forceinline__ void decode_stage(const uint8_t* ra, const uint8_t* r
     }
 }
 
-// The wgmma of k-steps [Q0, Q1) of a stage into P (the first with scale-d = 0 when FRESH), committed and waited.
+template <class C>
+__device__ __forceinline__ void pin_all(float (&P)[C::MF][C::BT / 2]) {
+#pragma unroll
+    for (int i = 0; i < C::MF; ++i)
+#pragma unroll
+        for (int r = 0; r < C::BT / 2; ++r) pin(P[i][r]);
+}
+
+// Issues the wgmma of k-steps [Q0, Q1) of a stage into P (the first with scale-d = 0 when FRESH) and commits them
+// as one group.
 template <class C, bool HILO, int Q0, int Q1, bool FRESH>
-__device__ __forceinline__ void wg_products(const uint32_t (&A)[C::MF][4][4], uint32_t xaddr,
-                                            float (&P)[C::MF][C::BT / 2]) {
-    constexpr int MF = C::MF, NR = C::BT / 2;
-#pragma unroll
-    for (int i = 0; i < MF; ++i)
-#pragma unroll
-        for (int r = 0; r < NR; ++r) pin(P[i][r]);
+__device__ __forceinline__ void wg_issue(const uint32_t (&A)[C::MF][4][4], uint32_t xaddr, float (&P)[C::MF][C::BT / 2]) {
+    pin_all<C>(P);
     wg_fence();
 #pragma unroll
     for (int q = Q0; q < Q1; ++q)
 #pragma unroll
-        for (int i = 0; i < MF; ++i) {
+        for (int i = 0; i < C::MF; ++i) {
             wgmma_rs<C::BT>(P[i], A[i][q], desc_sw128(xaddr + 32 * q), (FRESH && q == Q0) ? 0 : 1);
             if constexpr (HILO) wgmma_rs<C::BT>(P[i], A[i][q], desc_sw128(xaddr + C::BT * 128 + 32 * q), 1);
         }
     wg_commit();
-    wg_wait0();
-#pragma unroll
-    for (int i = 0; i < MF; ++i)
-#pragma unroll
-        for (int r = 0; r < NR; ++r) pin(P[i][r]);
 }
 
-// acc += s·P + b'·X for the group at index gi of the slot's {s, b'} pairs and x sums.
-template <class C>
+// wg_issue, then waits for it.
+template <class C, bool HILO, int Q0, int Q1, bool FRESH>
+__device__ __forceinline__ void wg_products(const uint32_t (&A)[C::MF][4][4], uint32_t xaddr,
+                                            float (&P)[C::MF][C::BT / 2]) {
+    wg_issue<C, HILO, Q0, Q1, FRESH>(A, xaddr, P);
+    wg_wait0();
+    pin_all<C>(P);
+}
+
+// acc += s·P + b'·X over tiles [I0, I1) for the group at index gi of the slot's {s, b'} pairs and x sums.
+template <class C, int I0 = 0, int I1 = C::MF>
 __device__ __forceinline__ void wg_close(const float2* sbl, const float* xql, int gi, int rw, int g, int t,
                                          float (&acc)[C::MF][C::BT / 2], const float (&P)[C::MF][C::BT / 2]) {
 #pragma unroll
-    for (int i = 0; i < C::MF; ++i) {
+    for (int i = I0; i < I1; ++i) {
         const int ra = rw + 64 * i + g;
         const float2 sa = sbl[gi * C::BW + ra], sb = sbl[gi * C::BW + ra + 8];
 #pragma unroll
@@ -142,6 +165,47 @@ __device__ __forceinline__ void wg_close(const float2* sbl, const float* xql, in
             acc[i][4 * j + 2] = fmaf(sb.y, X.x, fmaf(sb.x, P[i][4 * j + 2], acc[i][4 * j + 2]));
             acc[i][4 * j + 3] = fmaf(sb.y, X.y, fmaf(sb.x, P[i][4 * j + 3], acc[i][4 * j + 3]));
         }
+    }
+}
+
+// OVL form of wg_products + wg_close: tile i's wgmma committed as group i; after the wait that leaves MF − 1 − i
+// groups in flight, tile i is closed (CLOSE) while the later tiles still compute.
+template <class C, bool HILO, int Q0, int Q1, bool FRESH, bool CLOSE, int I = 0>
+__device__ __forceinline__ void wg_tiles_close(const uint32_t (&A)[C::MF][4][4], uint32_t xaddr,
+                                               float (&P)[C::MF][C::BT / 2], const float2* sbl, const float* xql,
+                                               int gi, int rw, int g, int t, float (&acc)[C::MF][C::BT / 2]) {
+    if constexpr (I == 0) {
+        pin_all<C>(P);
+        wg_fence();
+#pragma unroll
+        for (int i = 0; i < C::MF; ++i) {
+#pragma unroll
+            for (int q = Q0; q < Q1; ++q) {
+                wgmma_rs<C::BT>(P[i], A[i][q], desc_sw128(xaddr + 32 * q), (FRESH && q == Q0) ? 0 : 1);
+                if constexpr (HILO) wgmma_rs<C::BT>(P[i], A[i][q], desc_sw128(xaddr + C::BT * 128 + 32 * q), 1);
+            }
+            wg_commit();
+        }
+    }
+    if constexpr (I < C::MF) {
+        wg_wait<C::MF - 1 - I>();
+#pragma unroll
+        for (int r = 0; r < C::BT / 2; ++r) pin(P[I][r]);
+        if constexpr (CLOSE) wg_close<C, I, I + 1>(sbl, xql, gi, rw, g, t, acc, P);
+        wg_tiles_close<C, HILO, Q0, Q1, FRESH, CLOSE, I + 1>(A, xaddr, P, sbl, xql, gi, rw, g, t, acc);
+    }
+}
+
+// The products of k-steps [Q0, Q1) and, when CLOSE, the close of group gi: overlapped per tile (OVL) or not.
+template <class C, bool HILO, int Q0, int Q1, bool FRESH, bool CLOSE>
+__device__ __forceinline__ void wg_group(const uint32_t (&A)[C::MF][4][4], uint32_t xaddr, float (&P)[C::MF][C::BT / 2],
+                                         const float2* sbl, const float* xql, int gi, int rw, int g, int t,
+                                         float (&acc)[C::MF][C::BT / 2]) {
+    if constexpr (C::OVL) {
+        wg_tiles_close<C, HILO, Q0, Q1, FRESH, CLOSE>(A, xaddr, P, sbl, xql, gi, rw, g, t, acc);
+    } else {
+        wg_products<C, HILO, Q0, Q1, FRESH>(A, xaddr, P);
+        if constexpr (CLOSE) wg_close<C>(sbl, xql, gi, rw, g, t, acc, P);
     }
 }
 
@@ -177,11 +241,16 @@ __global__ void __launch_bounds__(C::NTH, 1) gemm_q_wg_kernel(const Args a) {
     // ---- consumer warpgroups ----
     const int g = lane >> 2, t = lane & 3;
     const int rw = (warp >> 2) * 64 * MF + 16 * (warp & 3);  // this warp's first row (tile 0) in the block tile
-    float acc[MF][NR], P[MF][NR];
+    float acc[MF][NR];
 #pragma unroll
     for (int i = 0; i < MF; ++i)
 #pragma unroll
-        for (int r = 0; r < NR; ++r) acc[i][r] = 0.f, P[i][r] = 0.f;
+        for (int r = 0; r < NR; ++r) acc[i][r] = 0.f;
+    float P[MF][NR];
+#pragma unroll
+    for (int i = 0; i < MF; ++i)
+#pragma unroll
+        for (int r = 0; r < NR; ++r) P[i][r] = 0.f;
     for (int s = 0; s < nst; ++s) {
         const int sl = s % R, st = st0 + s;
         mbar_wait(full(sl), uint32_t(s / R) & 1u);
@@ -196,16 +265,14 @@ __global__ void __launch_bounds__(C::NTH, 1) gemm_q_wg_kernel(const Args a) {
             decode_stage<BITS>(ra, ra + 8 * S::WSTRIDE, A[i]);
         }
         if constexpr (GS == 32) {
-            wg_products<C, HILO, 0, 2, true>(A, xaddr, P);
-            wg_close<C>(sbl, xql, 0, rw, g, t, acc, P);
-            wg_products<C, HILO, 2, 4, true>(A, xaddr, P);
-            wg_close<C>(sbl, xql, 1, rw, g, t, acc, P);
-        } else if (GS == 64 || !(st & 1)) {  // a group of 64, or the first half of a group of 128
-            wg_products<C, HILO, 0, 4, true>(A, xaddr, P);
-            if (GS == 64) wg_close<C>(sbl, xql, 0, rw, g, t, acc, P);
-        } else {  // the second half of a group of 128
-            wg_products<C, HILO, 0, 4, false>(A, xaddr, P);
-            wg_close<C>(sbl, xql, 0, rw, g, t, acc, P);
+            wg_group<C, HILO, 0, 2, true, true>(A, xaddr, P, sbl, xql, 0, rw, g, t, acc);
+            wg_group<C, HILO, 2, 4, true, true>(A, xaddr, P, sbl, xql, 1, rw, g, t, acc);
+        } else if constexpr (GS == 64) {
+            wg_group<C, HILO, 0, 4, true, true>(A, xaddr, P, sbl, xql, 0, rw, g, t, acc);
+        } else if (!(st & 1)) {  // the first half of a group of 128
+            wg_group<C, HILO, 0, 4, true, false>(A, xaddr, P, sbl, xql, 0, rw, g, t, acc);
+        } else {  // its second half
+            wg_group<C, HILO, 0, 4, false, true>(A, xaddr, P, sbl, xql, 0, rw, g, t, acc);
         }
         __syncwarp();
         if (lane == 0) mbar_arrive(empty(sl));
