@@ -74,6 +74,10 @@ public:
     virtual ~CausalLM() = default;
     virtual const ModelInfo& info() const = 0;
     virtual std::unique_ptr<ModelState> new_state() const = 0;
+    // Acquires what the first forward on `state` would otherwise acquire on the way (the CUDA backend's device
+    // buffers, stream and events), so that a timed first step measures the step; a no-op where states are ready
+    // at creation. Errors as forward's (out of device memory: the numbers and what to lower).
+    virtual Status reserve(ModelState& state) const { (void)state; return Status::ok(); }
     // Consumes n tokens at positions state.pos .. state.pos+n−1 and advances state.pos by n.
     // logits: [n, vocab] if all_logits, else [1, vocab] for the last token only.
     virtual Status forward(ModelState& state, const int32_t* tokens, int64_t n, float* logits,

@@ -34,6 +34,9 @@ struct TraceStep {
 class Session {
 public:
     explicit Session(const CausalLM& model);
+    // Acquires the state's buffers now instead of in the first step (CausalLM::reserve): benchmarks call it
+    // before their timers, as llama-bench creates its context before timing.
+    Status reserve() { return model_.reserve(*state_); }
 
     // Feeds tokens in chunks of at most `batch` (one forward per chunk). Returns last-position logits,
     // or every position's logits ([n, vocab]) when all_logits.

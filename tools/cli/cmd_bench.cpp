@@ -221,6 +221,7 @@ int cmd_bench(int argc, char** argv) {
             std::vector<double> tps;
             for (long r = 0; r <= reps; ++r) {
                 Session s(lm);
+                if (Status rs = s.reserve(); !rs) return fail("bench", rs.message());  // buffers before the timer
                 double t0 = now_s();
                 auto out = s.prefill(prompt);
                 double t = now_s() - t0;

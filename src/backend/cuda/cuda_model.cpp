@@ -319,6 +319,13 @@ void CudaCausalLM::launch_decode(CudaState& s, int mode, bool first) const {
     s.stats.graph = first;  // two launches per step (masked decode): not "one graph"
 }
 
+Status CudaCausalLM::reserve(ModelState& state) const {
+    auto* sp = dynamic_cast<CudaState*>(&state);
+    EMBER_REQUIRE(sp != nullptr, "reserve: state does not belong to this CUDA model");
+    if (!sp->ready) EMBER_TRY(allocate(*sp));
+    return Status::ok();
+}
+
 Status CudaCausalLM::forward(ModelState& state, const int32_t* tokens, int64_t n, float* logits, bool all_logits) const {
     auto* sp = dynamic_cast<CudaState*>(&state);
     EMBER_REQUIRE(sp != nullptr, "forward: state does not belong to this CUDA model");

@@ -110,6 +110,7 @@ public:
     const ModelInfo& info() const override { return info_; }
     std::unique_ptr<ModelState> new_state() const override { return std::make_unique<CudaState>(); }
     Status forward(ModelState& state, const int32_t* tokens, int64_t n, float* logits, bool all_logits) const override;
+    Status reserve(ModelState& state) const override;
     bool has_device_sampler() const override { return true; }
     Expected<int32_t> decode_sample(ModelState& state, int32_t token, const SamplingParams& sp,
                                     const std::vector<int32_t>& history, const TokenMaskFn* mask = nullptr) const override;

@@ -100,5 +100,24 @@ TEST(Qwen35Cuda, ContextBeyondCapacityIsAnError) {
     ASSERT_FALSE(too_long.is_ok());
 }
 
+// Session::reserve acquires the buffers the first step would: the logits after it equal those of a session that
+// allocated on the way, and a second reserve (or one after a step) changes nothing.
+TEST(Qwen35Cuda, ReserveBeforeTheFirstStepChangesNothing) {
+    SKIP_WITHOUT_GPU();
+    auto m = load_fixture();
+    std::vector<int32_t> prompt;
+    for (int i = 0; i < 19; ++i) prompt.push_back((i * 53 + 7) % static_cast<int32_t>(m->info().vocab_size));
+    auto plain = Session(*m).prefill(prompt);
+    ASSERT_TRUE(plain.is_ok()) << plain.message();
+    Session s(*m);
+    ASSERT_TRUE(s.reserve().is_ok());
+    ASSERT_TRUE(s.reserve().is_ok());
+    auto reserved = s.prefill(prompt);
+    ASSERT_TRUE(reserved.is_ok()) << reserved.message();
+    ASSERT_EQ(plain->size(), reserved->size());
+    for (size_t i = 0; i < plain->size(); ++i) ASSERT_EQ((*plain)[i], (*reserved)[i]) << i;
+    EXPECT_TRUE(s.reserve().is_ok());
+}
+
 }  // namespace
 }  // namespace ember::cuda
