@@ -152,27 +152,12 @@ __global__ void __launch_bounds__(C::NTH, C::MINB) gemm_q_kernel(const Args a) {
     constexpr int MF = C::MF, NF = C::NF, R = S::R;
     extern __shared__ __align__(1024) uint8_t smem[];
     __shared__ __align__(8) uint64_t bars[2 * R];  // FULL[R] (the slot's copies landed), EMPTY[R] (consumers done)
-    const int n0 = int(blockIdx.x) * C::BW, m0 = int(blockIdx.y) * C::BT;
-    const int st0 = int(blockIdx.z) * a.sps, nst = min(a.stages, st0 + a.sps) - st0;
-    const int warp = int(threadIdx.x) >> 5, lane = int(threadIdx.x) & 31;
+    const BlockPos bp = block_pos<C>(a);
+    const int n0 = bp.n0, m0 = bp.m0, st0 = bp.st0, nst = bp.nst, warp = bp.warp, lane = bp.lane;
     const uint32_t smem0 = smem_u32(smem), bar0 = smem_u32(bars);
     auto full = [&](int i) { return bar0 + 8u * unsigned(i); };
     auto empty = [&](int i) { return bar0 + 8u * unsigned(R + i); };
-    if (threadIdx.x == 0) {
-        for (int i = 0; i < R; ++i) mbar_init(full(i), 1 + 32), mbar_init(empty(i), C::NCW);
-        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-    }
-    __syncthreads();
-
-    if (warp == C::NCW) {  // ---- producer ----
-        // Use u of slot i: wait until the consumers released use u − 1 (EMPTY phase u − 1), then copy.
-        for (int s = 0; s < nst; ++s) {
-            const int sl = s % R, u = s / R;
-            if (u > 0) mbar_wait(empty(sl), uint32_t(u - 1) & 1u);
-            produce_stage<C, BITS, HILO>(a, smem0 + sl * S::BYTES, full(sl), st0 + s, n0, m0, lane);
-        }
-        return;
-    }
+    if (ring_start<C, BITS, HILO, R>(a, smem0, bar0, bp)) return;  // the producer warp's whole work
 
     // ---- consumers ----
     const int rw = (warp % C::WW) * 16 * MF, tw = (warp / C::WW) * 8 * NF;
@@ -216,11 +201,11 @@ template <bool HILO>
 __global__ void gemm_prep_x(const float* __restrict__ x, int M, int K, int gs, int BT, int stages, bool vec,
                             uint8_t* __restrict__ xt, float* __restrict__ xst) {
     const int nsp = 2 * stages, spg = gs / 32, ntt = (M + BT - 1) / BT;
-    const int64_t total = int64_t(ntt) * BT * nsp;
+    const unsigned total = unsigned(ntt) * unsigned(BT) * unsigned(nsp);  // < 2³¹ (gemm_q checks)
     constexpr int planes = HILO ? 2 : 1;
-    for (int64_t base = int64_t(blockIdx.x) * blockDim.x; base < total; base += int64_t(gridDim.x) * blockDim.x) {
-        const int64_t idx = base + threadIdx.x;  // whole warps iterate together (shuffles below)
-        const int m = int(idx / nsp), sp = int(idx % nsp);
+    for (unsigned base = blockIdx.x * blockDim.x; base < total; base += gridDim.x * blockDim.x) {
+        const unsigned idx = base + threadIdx.x;  // whole warps iterate together (shuffles below)
+        const int m = int(idx / unsigned(nsp)), sp = int(idx - unsigned(m) * unsigned(nsp));
         const int tile = m / BT, row = m % BT, st = sp / 2;
         float sum = 0.f;
         if (idx < total) {
@@ -276,11 +261,11 @@ template <class ST>
 __global__ void gemm_prep_sb(const ST* __restrict__ sc, const ST* __restrict__ bi, int N, int ng, int gs, int BW,
                              int stages, float off, float2* __restrict__ out) {
     const int nrt = (N + BW - 1) / BW;
-    const int64_t total = int64_t(nrt) * stages * 2 * BW;
-    for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
-        const int r = int(i % BW), j = int((i / BW) % 2);
-        const int64_t ts = i / (2 * BW);  // tile · stages + stage
-        const int st = int(ts % stages), rt = int(ts / stages), n = rt * BW + r;
+    const unsigned total = unsigned(nrt) * unsigned(stages) * 2u * unsigned(BW);  // < 2³¹ (gemm_q checks)
+    for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < total; i += gridDim.x * blockDim.x) {
+        const unsigned q = i / unsigned(BW), ts = q >> 1;  // ts: tile · stages + stage (32-bit index math)
+        const int r = int(i - q * unsigned(BW)), j = int(q & 1u);
+        const int rt = int(ts / unsigned(stages)), st = int(ts - unsigned(rt) * unsigned(stages)), n = rt * BW + r;
         const int g = gs == 32 ? 2 * st + j : gs == 64 ? (j == 0 ? st : -1) : (j == 0 && (st & 1) ? st / 2 : -1);
         float2 v = make_float2(0.f, 0.f);
         if (n < N && g >= 0 && g < ng) {
@@ -497,6 +482,11 @@ void gemm_q(const Weight& W, const float* x, int64_t n, float* y, cudaStream_t s
     if (W.rows == 0) return;
     const GemmPlan p = gemm_q_plan(W, n, force);
     const bool hilo = prec == GemmPrecision::FP32;
+    // The prep kernels index with 32 bits: (padded tokens | rows) × spans stay below 2³¹.
+    EMBER_CHECK((n + 128) * 2 * int64_t(stages_of(W)) < (int64_t(1) << 31) &&
+                    (W.rows + 448) * 2 * int64_t(stages_of(W)) < (int64_t(1) << 31),
+                "gemm_q: %lld tokens × %lld columns, or %lld rows, beyond the prep kernels' 32-bit indices",
+                (long long)n, (long long)W.cols, (long long)W.rows);
     const CfgInfo& ci = kCfgs[p.config];
     uint8_t* ws = reinterpret_cast<uint8_t*>(align256(reinterpret_cast<uintptr_t>(workspace)));
     const WsLayout l = ws_layout(W, n, p);

@@ -139,4 +139,47 @@ __device__ __forceinline__ void produce_stage(const Args& a, uint32_t slot, uint
 }
 
 
+// This block's place: its W-row and token tile origins, its K slice (stages st0 .. st0 + nst), warp and lane.
+struct BlockPos {
+    int n0, m0, st0, nst, warp, lane;
+};
+template <class C>
+__device__ __forceinline__ BlockPos block_pos(const Args& a) {
+    const int st0 = int(blockIdx.z) * a.sps;
+    return {int(blockIdx.x) * C::BW, int(blockIdx.y) * C::BT, st0, min(a.stages, st0 + a.sps) - st0,
+            int(threadIdx.x) >> 5, int(threadIdx.x) & 31};
+}
+
+// The ring's mbarriers at bar0 (FULL[R]: the slot's copies landed — 1 expect + 32 cp.async arrivals; EMPTY[R]: the
+// consumers are done with it — one arrival per consumer warp); thread 0 of the block, before a __syncthreads.
+template <class C, int R>
+__device__ __forceinline__ void ring_init(uint32_t bar0) {
+    for (int i = 0; i < R; ++i) mbar_init(bar0 + 8u * unsigned(i), 1 + 32), mbar_init(bar0 + 8u * unsigned(R + i), C::NCW);
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+}
+
+// The producer warp's loop over the block's nst stages from st0: use u of slot i waits until the consumers
+// released use u − 1 (EMPTY phase u − 1), then copies.
+template <class C, int BITS, bool HILO, int R>
+__device__ __forceinline__ void ring_produce(const Args& a, uint32_t smem0, uint32_t bar0, int st0, int nst, int n0,
+                                             int m0, int lane) {
+    for (int s = 0; s < nst; ++s) {
+        const int sl = s % R, u = s / R;
+        if (u > 0) mbar_wait(bar0 + 8u * unsigned(R + sl), uint32_t(u - 1) & 1u);
+        produce_stage<C, BITS, HILO>(a, smem0 + sl * Slot<C, BITS>::BYTES, bar0 + 8u * unsigned(sl), st0 + s, n0, m0,
+                                     lane);
+    }
+}
+
+// Block start of both kernels: the ring's barriers initialized, then the producer warp (warp NCW) runs its loop and
+// returns true; consumer warps return false at once.
+template <class C, int BITS, bool HILO, int R>
+__device__ __forceinline__ bool ring_start(const Args& a, uint32_t smem0, uint32_t bar0, const BlockPos& bp) {
+    if (threadIdx.x == 0) ring_init<C, R>(bar0);
+    __syncthreads();
+    if (bp.warp != C::NCW) return false;
+    ring_produce<C, BITS, HILO, R>(a, smem0, bar0, bp.st0, bp.nst, bp.n0, bp.m0, bp.lane);
+    return true;
+}
+
 }  // namespace ember::cuda::gemmq

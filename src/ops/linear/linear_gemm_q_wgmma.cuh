@@ -217,26 +217,12 @@ __global__ void __launch_bounds__(C::NTH, 1) gemm_q_wg_kernel(const Args a) {
     __shared__ __align__(8) uint64_t bars[2 * R];  // FULL[R] (the slot's copies landed), EMPTY[R] (consumers done)
     const uint32_t raw0 = smem_u32(smem_raw), smem0 = (raw0 + 1023u) & ~1023u;  // slots 1024-aligned (swizzle)
     const uint8_t* smem = smem_raw + (smem0 - raw0);
-    const int n0 = int(blockIdx.x) * C::BW, m0 = int(blockIdx.y) * C::BT;
-    const int st0 = int(blockIdx.z) * a.sps, nst = min(a.stages, st0 + a.sps) - st0;
-    const int warp = int(threadIdx.x) >> 5, lane = int(threadIdx.x) & 31;
+    const BlockPos bp = block_pos<C>(a);
+    const int n0 = bp.n0, m0 = bp.m0, st0 = bp.st0, nst = bp.nst, warp = bp.warp, lane = bp.lane;
     const uint32_t bar0 = smem_u32(bars);
     auto full = [&](int i) { return bar0 + 8u * unsigned(i); };
     auto empty = [&](int i) { return bar0 + 8u * unsigned(R + i); };
-    if (threadIdx.x == 0) {
-        for (int i = 0; i < R; ++i) mbar_init(full(i), 1 + 32), mbar_init(empty(i), C::NCW);
-        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-    }
-    __syncthreads();
-
-    if (warp == C::NCW) {  // ---- producer (as in the mma.sync kernel) ----
-        for (int s = 0; s < nst; ++s) {
-            const int sl = s % R, u = s / R;
-            if (u > 0) mbar_wait(empty(sl), uint32_t(u - 1) & 1u);
-            produce_stage<C, BITS, HILO>(a, smem0 + sl * S::BYTES, full(sl), st0 + s, n0, m0, lane);
-        }
-        return;
-    }
+    if (ring_start<C, BITS, HILO, R>(a, smem0, bar0, bp)) return;  // the producer warp's whole work
 
     // ---- consumer warpgroups ----
     const int g = lane >> 2, t = lane & 3;
