@@ -28,6 +28,8 @@ Expected<LlamaConfig> read_config(const GgufFile& f) {
     c.eps = static_cast<float>(eps);
     c.rope_theta = static_cast<float>(theta);
     const char* p = f.path().c_str();
+    EMBER_REQUIRE(std::isfinite(c.rope_theta) && c.rope_theta > 0, "%s: %srope.freq_base %g must be a positive number", p,
+                  a.c_str(), theta);
     EMBER_TRY(check_limit(f.path(), (a + "block_count").c_str(), c.n_layers, kMaxLayers));
     EMBER_TRY(check_limit(f.path(), (a + "embedding_length").c_str(), c.hidden, kMaxWidth));
     EMBER_TRY(check_limit(f.path(), (a + "feed_forward_length").c_str(), c.ffn, kMaxWidth));

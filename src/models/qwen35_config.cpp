@@ -197,6 +197,8 @@ Status Qwen35Config::validate(const std::string& where) const {
         EMBER_REQUIRE(num_attention_heads % num_key_value_heads == 0,
                       "%s: num_attention_heads (%lld) is not a multiple of num_key_value_heads (%lld)", w,
                       (long long)num_attention_heads, (long long)num_key_value_heads);
+        EMBER_REQUIRE(std::isfinite(rope_theta) && rope_theta > 0, "%s: rope_theta %g must be a positive number", w,
+                      double(rope_theta));
         int64_t rot = rotary_dim();
         EMBER_REQUIRE(rot >= 0 && rot <= head_dim && rot % 2 == 0,
                       "%s: rotary dim %lld (head_dim × partial_rotary_factor) must be even and ≤ head_dim", w,

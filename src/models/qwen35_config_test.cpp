@@ -34,6 +34,19 @@ TEST(Qwen35Config, FlatWithDefaultInterval) {
     EXPECT_FALSE(c->quant.present);
 }
 
+// Fuzz crash 8b24beab (gguf_model target): a file whose rope base was 0 loaded and then aborted in rope_inv_freq at
+// the first forward; a rope_theta that is not a positive number is now a load error.
+TEST(Qwen35Config, FuzzCrash8b24beabRopeThetaMustBePositive) {
+    for (double theta : {0.0, -10000.0, std::nan(""), 1e300}) {
+        json t = text_cfg();
+        t.erase("rope_parameters");
+        t["rope_theta"] = theta;
+        auto c = Qwen35Config::from_json(t, "cfg");
+        ASSERT_FALSE(c.is_ok()) << theta;
+        EXPECT_NE(c.message().find("rope_theta"), std::string::npos) << c.message();
+    }
+}
+
 TEST(Qwen35Config, NestedTextConfigTopLevelRopeAndLayerTypes) {
     json t = text_cfg();
     t.erase("rope_parameters");
