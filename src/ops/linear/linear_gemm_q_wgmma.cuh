@@ -31,7 +31,7 @@ struct WgCfg {
     static constexpr int NWG = NWG_, MF = MF_, MINB = 1, ALIGN = 1024;
     static constexpr bool OVL = OVL_ && MF_ > 1;
     static constexpr int NCW = 4 * NWG, BW = NWG * 64 * MF, BT = BT_, NTH = 32 * (NCW + 1);
-    static_assert(BT == 16 || BT == 32 || BT == 64 || BT == 128, "wgmma N of the block tile");
+    static_assert(BT == 64 || BT == 128, "wgmma N of the block tile (the wgmma_rs shapes below)");
 };
 
 // Shared-memory matrix descriptor (PTX ISA, wgmma): a K-major bf16 operand in the 128-byte swizzle — start address,
@@ -41,7 +41,6 @@ __device__ __forceinline__ uint64_t desc_sw128(uint32_t addr) {
 }
 __device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void wg_wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
 template <int N>
 __device__ __forceinline__ void wg_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory"); }
 // Pins an accumulator register at this point of the program (the compiler may not move its reads or writes across).
@@ -51,24 +50,6 @@ __device__ __forceinline__ void pin(float& r) { asm volatile("" : "+f"(r)::"memo
 // accumulate = 0: D = A·B.
 template <int N>
 __device__ __forceinline__ void wgmma_rs(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t desc, int accumulate);
-
-template <>
-__device__ __forceinline__ void wgmma_rs<16>(float (&d)[8], const uint32_t (&a)[4], uint64_t desc, int accumulate) {
-    asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %13, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7}, {%8, %9, %10, %11}, %12, p, 1, 1, 0;\n}\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(accumulate));
-}
-
-template <>
-__device__ __forceinline__ void wgmma_rs<32>(float (&d)[16], const uint32_t (&a)[4], uint64_t desc, int accumulate) {
-    asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %21, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, {%16, %17, %18, %19}, %20, p, 1, 1, 0;\n}\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(accumulate));
-}
 
 template <>
 __device__ __forceinline__ void wgmma_rs<64>(float (&d)[32], const uint32_t (&a)[4], uint64_t desc, int accumulate) {
@@ -124,19 +105,23 @@ __device__ __forceinline__ void pin_all(float (&P)[C::MF][C::BT / 2]) {
         for (int r = 0; r < C::BT / 2; ++r) pin(P[i][r]);
 }
 
-// Issues the wgmma of k-steps [Q0, Q1) of a stage into P (the first with scale-d = 0 when FRESH) and commits them
-// as one group.
+// The wgmma of k-steps [Q0, Q1) of a stage for one m64 tile into its P (the first with scale-d = 0 when FRESH).
+template <class C, bool HILO, int Q0, int Q1, bool FRESH>
+__device__ __forceinline__ void wg_issue_tile(const uint32_t (&A)[4][4], uint32_t xaddr, float (&P)[C::BT / 2]) {
+#pragma unroll
+    for (int q = Q0; q < Q1; ++q) {
+        wgmma_rs<C::BT>(P, A[q], desc_sw128(xaddr + 32 * q), (FRESH && q == Q0) ? 0 : 1);
+        if constexpr (HILO) wgmma_rs<C::BT>(P, A[q], desc_sw128(xaddr + C::BT * 128 + 32 * q), 1);
+    }
+}
+
+// Issues those wgmma for every tile and commits them as one group.
 template <class C, bool HILO, int Q0, int Q1, bool FRESH>
 __device__ __forceinline__ void wg_issue(const uint32_t (&A)[C::MF][4][4], uint32_t xaddr, float (&P)[C::MF][C::BT / 2]) {
     pin_all<C>(P);
     wg_fence();
 #pragma unroll
-    for (int q = Q0; q < Q1; ++q)
-#pragma unroll
-        for (int i = 0; i < C::MF; ++i) {
-            wgmma_rs<C::BT>(P[i], A[i][q], desc_sw128(xaddr + 32 * q), (FRESH && q == Q0) ? 0 : 1);
-            if constexpr (HILO) wgmma_rs<C::BT>(P[i], A[i][q], desc_sw128(xaddr + C::BT * 128 + 32 * q), 1);
-        }
+    for (int i = 0; i < C::MF; ++i) wg_issue_tile<C, HILO, Q0, Q1, FRESH>(A[i], xaddr, P[i]);
     wg_commit();
 }
 
@@ -145,7 +130,7 @@ template <class C, bool HILO, int Q0, int Q1, bool FRESH>
 __device__ __forceinline__ void wg_products(const uint32_t (&A)[C::MF][4][4], uint32_t xaddr,
                                             float (&P)[C::MF][C::BT / 2]) {
     wg_issue<C, HILO, Q0, Q1, FRESH>(A, xaddr, P);
-    wg_wait0();
+    wg_wait<0>();
     pin_all<C>(P);
 }
 
@@ -179,12 +164,8 @@ __device__ __forceinline__ void wg_tiles_close(const uint32_t (&A)[C::MF][4][4],
         wg_fence();
 #pragma unroll
         for (int i = 0; i < C::MF; ++i) {
-#pragma unroll
-            for (int q = Q0; q < Q1; ++q) {
-                wgmma_rs<C::BT>(P[i], A[i][q], desc_sw128(xaddr + 32 * q), (FRESH && q == Q0) ? 0 : 1);
-                if constexpr (HILO) wgmma_rs<C::BT>(P[i], A[i][q], desc_sw128(xaddr + C::BT * 128 + 32 * q), 1);
-            }
-            wg_commit();
+            wg_issue_tile<C, HILO, Q0, Q1, FRESH>(A[i], xaddr, P[i]);
+            wg_commit();  // one group per tile
         }
     }
     if constexpr (I < C::MF) {
