@@ -117,11 +117,13 @@ Copies make_ggml(GgmlType t, int64_t rows, int64_t cols, int64_t min_bytes) {
 
 int main(int argc, char** argv) {
     bool quick = false, split_only = false, tiles_only = false;  // --tiles [C,C..]: only the forced-tile tables
+    bool board = false;  // --board: only the scoreboard beside cuBLAS (GEMV chunks at M ≤ 64 only)
     std::string tile_list;
     int64_t one[5] = {0, 0, 0, -1, 0};  // --one ROWS COLS M [CONFIG SPLIT]: 20 eager calls (for a profiler), no table
     for (int i = 1; i < argc; ++i) {
         if (!std::strcmp(argv[i], "--quick")) quick = true;
         if (!std::strcmp(argv[i], "--split")) split_only = true;
+        if (!std::strcmp(argv[i], "--board")) board = true;
         if (!std::strcmp(argv[i], "--tiles")) {
             tiles_only = true;
             if (i + 1 < argc && argv[i + 1][0] != '-') tile_list = argv[++i];  // e.g. 4,6,8: those configs only
@@ -199,10 +201,10 @@ int main(int argc, char** argv) {
     }
     // The split cuBLAS GEMM (linear_gemm_split.h) on the K-quant tensors of Q4_K_M / Q5_K_M files, beside the exact
     // GEMV chunks it replaces; TFLOP/s = 2MNK/t (the fp32-faithful mode issues three bf16 products).
-    std::printf("## split GEMM (GGML blocks: dequantized hi + lo panels, cuBLAS bf16) vs the GEMV chunks\n\n");
-    std::printf("| model | shape | type | N×K | M | fp32-faithful µs | TFLOP/s | bf16-mode µs | TFLOP/s | GEMV chunks µs | chunks/split |\n");
-    std::printf("|---|---|---|---|---|---|---|---|---|---|---|\n");
-    for (const Shape& s : {kShapes[0], kShapes[3], kShapes[6], kShapes[9]})
+    if (!board) std::printf("## split GEMM (GGML blocks: dequantized hi + lo panels, cuBLAS bf16) vs the GEMV chunks\n\n");
+    if (!board) std::printf("| model | shape | type | N×K | M | fp32-faithful µs | TFLOP/s | bf16-mode µs | TFLOP/s | GEMV chunks µs | chunks/split |\n|---|---|---|---|---|---|---|---|---|---|---|\n");
+    for (const Shape& s : {kShapes[0], kShapes[3], kShapes[6], kShapes[9]}) {
+        if (board) break;
         for (GgmlType t : {GgmlType::Q6_K, GgmlType::Q5_K}) {
             Copies g = make_ggml(t, s.rows, s.cols, rot);
             for (int64_t M : {int64_t(64), int64_t(512), int64_t(2048)}) {
@@ -237,6 +239,7 @@ int main(int argc, char** argv) {
                 std::fflush(stdout);
             }
         }
+    }
     if (split_only) return 0;
     std::printf("\n");
 
@@ -268,7 +271,7 @@ int main(int argc, char** argv) {
                                           int(s.rows), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
             });
             double tgv = 0;
-            if (M <= 512)
+            if (M <= (board ? 64 : 512))
                 tgv = graph_seconds_per_launch(st, 4, [&](int i) {
                     const Weight& w = q.w[size_t(i) % q.w.size()];
                     for (int64_t t = 0; t < M; t += 8)
@@ -285,6 +288,7 @@ int main(int argc, char** argv) {
             std::fflush(stdout);
         }
     }
+    if (board) return 0;
     // 8-bit on two shapes.
     std::printf("\n## 8-bit (MLX q8 g64 bf16)\n\n| shape | N×K | M | plan | fp32-faithful µs | TFLOP/s | bf16-mode µs | TFLOP/s |\n|---|---|---|---|---|---|---|---|\n");
     for (const Shape& s : {kShapes[0], kShapes[6]}) {

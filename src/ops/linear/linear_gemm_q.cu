@@ -196,59 +196,58 @@ __global__ void __launch_bounds__(C::NTH, C::MINB) gemm_q_kernel(const Args a) {
 // x [M, K] → pre-tiled hi / lo planes (Args::xt: per token tile and stage, the slot's bytes: rows of 64 bf16 in
 // logical column order, 16-byte chunks XOR-swizzled by row) and group sums of hi + lo (Args::xst: at the stage
 // that closes the group, index 0 or — group 32 — the span's parity). Rows ≥ M and columns ≥ K are zeros. One
-// thread per (row, 32-column span) of the padded tiles; the spans of a group are consecutive lanes.
+// thread per (row, 32-column span, quarter t): physical columns 8t .. 8t + 7, which are logical columns 2t, 2t + 1
+// of each of the span's four 8-column chunks — word t of each 16-byte chunk (the four quarters of a span write
+// whole chunks; a warp, eight spans, whole 128-byte rows). The lanes of a group are consecutive (4 per span).
+// (One thread per span until 2026-12-03: a quarter of the threads, each with 4× the serial work — 16 blocks at 64
+// tokens × 2048 columns, latency-bound. H200: 2B pp512 1,263 → 963 µs over 162 calls; a whole 2B gdn qkv call at
+// 64 tokens 61.6 → 79.3 TFLOP/s.)
 template <bool HILO>
 __global__ void gemm_prep_x(const float* __restrict__ x, int M, int K, int gs, int BT, int stages, bool vec,
                             uint8_t* __restrict__ xt, float* __restrict__ xst) {
-    const int nsp = 2 * stages, spg = gs / 32, ntt = (M + BT - 1) / BT;
-    const unsigned total = unsigned(ntt) * unsigned(BT) * unsigned(nsp);  // < 2³¹ (gemm_q checks)
+    const int nsp = 2 * stages, lpg = 4 * (gs / 32), ntt = (M + BT - 1) / BT;  // lpg: lanes per group
+    const unsigned total = unsigned(ntt) * unsigned(BT) * unsigned(nsp) * 4u;  // < 2³¹ (gemm_q checks)
     constexpr int planes = HILO ? 2 : 1;
     for (unsigned base = blockIdx.x * blockDim.x; base < total; base += gridDim.x * blockDim.x) {
         const unsigned idx = base + threadIdx.x;  // whole warps iterate together (shuffles below)
-        const int m = int(idx / unsigned(nsp)), sp = int(idx - unsigned(m) * unsigned(nsp));
+        const unsigned ms = idx >> 2;
+        const int tq = int(idx & 3u);
+        const int m = int(ms / unsigned(nsp)), sp = int(ms - unsigned(m) * unsigned(nsp));
         const int tile = m / BT, row = m % BT, st = sp / 2;
         float sum = 0.f;
         if (idx < total) {
-            float v[32];
+            float v[8];
             const bool live = m < M && 32 * sp < K;
-            const float* src = x + int64_t(m) * K + 32 * sp;
+            const float* src = x + int64_t(m) * K + 32 * sp + 8 * tq;
             if (live && vec) {
-#pragma unroll
-                for (int i = 0; i < 8; ++i) {
-                    const float4 f = reinterpret_cast<const float4*>(src)[i];
-                    v[4 * i] = f.x, v[4 * i + 1] = f.y, v[4 * i + 2] = f.z, v[4 * i + 3] = f.w;
-                }
+                const float4 f0 = reinterpret_cast<const float4*>(src)[0], f1 = reinterpret_cast<const float4*>(src)[1];
+                v[0] = f0.x, v[1] = f0.y, v[2] = f0.z, v[3] = f0.w, v[4] = f1.x, v[5] = f1.y, v[6] = f1.z, v[7] = f1.w;
             } else {
 #pragma unroll
-                for (int i = 0; i < 32; ++i) v[i] = live ? src[i] : 0.f;
+                for (int i = 0; i < 8; ++i) v[i] = live ? src[i] : 0.f;
             }
-            uint32_t hw[16], lw[16];
+            uint8_t* dst = xt + ((int64_t(tile) * stages + st) * planes) * (BT * 128) + row * 128 + 4 * tq;
 #pragma unroll
-            for (int l2 = 0; l2 < 16; ++l2) {  // logical columns 2·l2, 2·l2 + 1 = (s, h, t, e = 0 / 1)
-                const int s = l2 / 8, h = (l2 / 4) % 2, tq = l2 % 4, p0 = 8 * tq + 2 * s + h;
+            for (int i = 0; i < 4; ++i) {  // chunk i = (s, h) = (i / 2, i % 2): physical columns 8t + 2s + h (+ 4)
+                const int p0 = 2 * (i / 2) + (i % 2);
+                uint32_t hw, lw;
                 if constexpr (HILO) {
                     float s0, s1;
-                    split2(v[p0], v[p0 + 4], hw[l2], lw[l2], s0, s1);
+                    split2(v[p0], v[p0 + 4], hw, lw, s0, s1);
                     sum += s0 + s1;
                 } else {
-                    asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(hw[l2]) : "f"(v[p0 + 4]), "f"(v[p0]));
-                    lw[l2] = 0;
-                    sum += __uint_as_float(hw[l2] << 16) + __uint_as_float(hw[l2] & 0xffff0000u);
+                    asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(hw) : "f"(v[p0 + 4]), "f"(v[p0]));
+                    lw = 0;
+                    sum += __uint_as_float(hw << 16) + __uint_as_float(hw & 0xffff0000u);
                 }
-            }
-            uint8_t* dst = xt + ((int64_t(tile) * stages + st) * planes) * (BT * 128) + row * 128;
-#pragma unroll
-            for (int i = 0; i < 4; ++i) {
                 const int c = 4 * (sp & 1) + i, off = ((c ^ (row & 7)) << 4);
-                *reinterpret_cast<uint4*>(dst + off) = make_uint4(hw[4 * i], hw[4 * i + 1], hw[4 * i + 2], hw[4 * i + 3]);
-                if constexpr (HILO)
-                    *reinterpret_cast<uint4*>(dst + BT * 128 + off) =
-                        make_uint4(lw[4 * i], lw[4 * i + 1], lw[4 * i + 2], lw[4 * i + 3]);
+                *reinterpret_cast<uint32_t*>(dst + off) = hw;
+                if constexpr (HILO) *reinterpret_cast<uint32_t*>(dst + BT * 128 + off) = lw;
             }
         }
-        for (int o = 1; o < spg; o <<= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
-        if (idx < total && sp % spg == 0) {
-            const int stc = (sp + spg - 1) / 2, j = gs == 32 ? (sp & 1) : 0;
+        for (int o = 1; o < lpg; o <<= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+        if (idx < total && tq == 0 && sp % (lpg / 4) == 0) {
+            const int spg = lpg / 4, stc = (sp + spg - 1) / 2, j = gs == 32 ? (sp & 1) : 0;
             xst[((int64_t(tile) * stages + stc) * 2 + j) * BT + row] = sum;
         }
     }
@@ -256,23 +255,35 @@ __global__ void gemm_prep_x(const float* __restrict__ x, int M, int K, int gs, i
 
 // Scales and biases [N, ng] (bf16 / f16 / f32) → pre-tiled {s, b − off·s} f32 pairs (Args::sbt: per row tile and
 // stage [2][BW], entry j holding the group the stage closes — group 32: groups 2·st + j; 64: st at j = 0; 128:
-// st / 2 at j = 0 of odd stages — and zeros elsewhere and for rows ≥ N).
+// st / 2 at j = 0 of odd stages; zeros for rows ≥ N and for a group 32 past the last, the ragged half stage). Only
+// those entries are written: the others are never read. A block transposes 32 rows × 32 groups through shared
+// memory, so that both the reads (along a row's groups) and the writes (along the tile's rows) are coalesced (the
+// direct form, a thread per output entry reading its own row's scale, fetched 16× the bytes; H200, 2B pp512, ncu:
+// 802 → 712 µs over 162 calls — what is left is mostly launch latency). (Reading the scales in the producer warp
+// instead, no prep at all, was tried: 2× slower GEMMs — 256 scattered 2-byte loads per stage and block.)
 template <class ST>
 __global__ void gemm_prep_sb(const ST* __restrict__ sc, const ST* __restrict__ bi, int N, int ng, int gs, int BW,
                              int stages, float off, float2* __restrict__ out) {
-    const int nrt = (N + BW - 1) / BW;
-    const unsigned total = unsigned(nrt) * unsigned(stages) * 2u * unsigned(BW);  // < 2³¹ (gemm_q checks)
-    for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < total; i += gridDim.x * blockDim.x) {
-        const unsigned q = i / unsigned(BW), ts = q >> 1;  // ts: tile · stages + stage (32-bit index math)
-        const int r = int(i - q * unsigned(BW)), j = int(q & 1u);
-        const int rt = int(ts / unsigned(stages)), st = int(ts - unsigned(rt) * unsigned(stages)), n = rt * BW + r;
-        const int g = gs == 32 ? 2 * st + j : gs == 64 ? (j == 0 ? st : -1) : (j == 0 && (st & 1) ? st / 2 : -1);
+    __shared__ float2 tile[32][33];
+    const int r0 = int(blockIdx.x) * 32, g0 = int(blockIdx.y) * 32;
+    const int tx = int(threadIdx.x) & 31, ty = int(threadIdx.x) >> 5;  // 256 threads: 8 rows or groups a pass
+    for (int i = ty; i < 32; i += 8) {
+        const int n = r0 + i, g = g0 + tx;
         float2 v = make_float2(0.f, 0.f);
-        if (n < N && g >= 0 && g < ng) {
+        if (n < N && g < ng) {
             const float s = to_float(sc[int64_t(n) * ng + g]), b = to_float(bi[int64_t(n) * ng + g]);
             v = make_float2(s, fmaf(-off, s, b));
         }
-        out[i] = v;
+        tile[i][tx] = v;
+    }
+    __syncthreads();
+    const int rows = (N + BW - 1) / BW * BW;  // through the last row tile's padding
+    for (int i = ty; i < 32; i += 8) {
+        const int g = g0 + i, n = r0 + tx;
+        const int st = gs == 32 ? g >> 1 : gs == 64 ? g : 2 * g + 1, j = gs == 32 ? (g & 1) : 0;
+        if (n >= rows || st >= stages) continue;
+        const int rt = n / BW;
+        out[((int64_t(rt) * stages + st) * 2 + j) * BW + (n - rt * BW)] = tile[tx][i];
     }
 }
 
@@ -482,19 +493,18 @@ void gemm_q(const Weight& W, const float* x, int64_t n, float* y, cudaStream_t s
     if (W.rows == 0) return;
     const GemmPlan p = gemm_q_plan(W, n, force);
     const bool hilo = prec == GemmPrecision::FP32;
-    // The prep kernels index with 32 bits: (padded tokens | rows) × spans stay below 2³¹.
-    EMBER_CHECK((n + 128) * 2 * int64_t(stages_of(W)) < (int64_t(1) << 31) &&
-                    (W.rows + 448) * 2 * int64_t(stages_of(W)) < (int64_t(1) << 31),
-                "gemm_q: %lld tokens × %lld columns, or %lld rows, beyond the prep kernels' 32-bit indices",
-                (long long)n, (long long)W.cols, (long long)W.rows);
+    // The x prep kernel indexes with 32 bits: padded tokens × spans × 4 quarters stay below 2³¹.
+    EMBER_CHECK((n + 128) * 8 * int64_t(stages_of(W)) < (int64_t(1) << 31),
+                "gemm_q: %lld tokens × %lld columns, beyond the prep kernel's 32-bit indices", (long long)n,
+                (long long)W.cols);
     const CfgInfo& ci = kCfgs[p.config];
     uint8_t* ws = reinterpret_cast<uint8_t*>(align256(reinterpret_cast<uintptr_t>(workspace)));
     const WsLayout l = ws_layout(W, n, p);
     const int stages = stages_of(W);
     const int64_t ng = W.cols / W.group_size;
     {
-        const int64_t spans = ((n + ci.bt - 1) / ci.bt) * ci.bt * 2 * stages;
-        const unsigned g = unsigned(std::clamp<int64_t>((spans + 255) / 256, 1, 4096));
+        const int64_t threads = ((n + ci.bt - 1) / ci.bt) * ci.bt * 2 * stages * 4;  // (row, span, quarter)
+        const unsigned g = unsigned(std::clamp<int64_t>((threads + 255) / 256, 1, 8192));
         const bool vec = (reinterpret_cast<uintptr_t>(x) & 15u) == 0;
         auto* xst = reinterpret_cast<float*>(ws + l.xst);
         if (hilo)
@@ -505,8 +515,11 @@ void gemm_q(const Weight& W, const float* x, int64_t n, float* y, cudaStream_t s
     }
     {
         const float off = W.bits == 4 ? 16.f : 0.f;
-        const int64_t total = (W.rows + ci.bw - 1) / ci.bw * int64_t(stages) * 2 * ci.bw;
-        const unsigned g = unsigned(std::clamp<int64_t>((total + 255) / 256, 1, 4096));
+        const int gp = W.group_size == 32 ? 2 * stages : W.group_size == 64 ? stages : stages / 2;  // groups closed
+        const int64_t rows = (W.rows + ci.bw - 1) / ci.bw * ci.bw;
+        EMBER_CHECK(gp <= 65535 * 32, "gemm_q: %lld columns in groups of %d: too many groups", (long long)W.cols,
+                    W.group_size);
+        const dim3 g(unsigned((rows + 31) / 32), unsigned((gp + 31) / 32));
         auto* out = reinterpret_cast<float2*>(ws + l.sbt);
         const int N = int(W.rows), G = int(ng), gs = W.group_size, bw = ci.bw;
         if (W.sb_dtype == DType::F32)
