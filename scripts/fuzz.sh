@@ -9,7 +9,9 @@
 #                                        (committed + build-fuzz/corpus): a -fprofile-instr-generate build in
 #                                        build-fuzz-cov/, every input run once, llvm-cov report
 # Exits non-zero on any sanitizer report, crash, leak, out-of-memory or input slower than 1 s (the offending
-# input is saved as build-fuzz/artifacts/TARGET/{crash,leak,oom,timeout}-*). EMBER_FUZZ_JOBS sets build jobs.
+# input is saved as build-fuzz/artifacts/TARGET/{crash,leak,oom,timeout}-*). EMBER_FUZZ_JOBS sets build jobs;
+# EMBER_FUZZ_PREBUILT=1 runs the binaries already in build-fuzz/ without building (a machine without apt or a
+# compiler: scripts/fuzz-pack.sh, scripts/fuzz-all.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 FUZZ_DIR=tests/fuzz
@@ -88,7 +90,11 @@ esac
 target=$1 seconds=${2:?usage: scripts/fuzz.sh TARGET SECONDS}
 shift 2
 targets | grep -qx "$target" || { echo "unknown fuzz target '$target' (scripts/fuzz.sh --list)" >&2; exit 2; }
-build "$BUILD" -DEMBER_FUZZ_COVERAGE=OFF "$target"
+if [ -n "${EMBER_FUZZ_PREBUILT:-}" ]; then
+  [ -x "$BUILD/tests/fuzz/fuzz_$target" ] || { echo "EMBER_FUZZ_PREBUILT: no $BUILD/tests/fuzz/fuzz_$target" >&2; exit 2; }
+else
+  build "$BUILD" -DEMBER_FUZZ_COVERAGE=OFF "$target"
+fi
 work="$BUILD/corpus/$target" art="$BUILD/artifacts/$target"
 mkdir -p "$work" "$art"
 dict=()  # dict/TARGET.dict, else the dictionary of the family: dict/gguf.dict for gguf_model, ...

@@ -29,7 +29,7 @@ if [ -n "${EMBER_PREBUILT:-}" ]; then
   else
     cp "$EMBER_PREBUILT"/ember build-gpu/bin/ && cp "$EMBER_PREBUILT"/test_cuda "$EMBER_PREBUILT"/gemv_bench build-gpu/
   fi
-  export LD_LIBRARY_PATH="$(cd "$EMBER_PREBUILT" && pwd):/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+  export LD_LIBRARY_PATH="$PWD/build-gpu/lib:$(cd "$EMBER_PREBUILT" && pwd):/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
   true
 else
 cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DEMBER_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90a \

@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 OUT=${1:-${OUT:-/tmp/ember-gpu}}
 mkdir -p "$OUT"
 B=${EMBER_PREBUILT:-build-gpu}
-export LD_LIBRARY_PATH="$(cd "$B" && pwd):/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+export LD_LIBRARY_PATH="$PWD/build-gpu/lib:$(cd "$B" && pwd):/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
 NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
 if [ -x "$B/read_bench" ] && [ -z "${EMBER_SKIP_READ:-}" ]; then
   timeout 120 "$B/read_bench" ${EMBER_READ_ARGS:---quick} > "$OUT/read_bench.md" 2>&1; echo "read_bench rc=$?"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Packs the CUDA binaries built on this machine (build-cuda/, sm_90a) for the GPU machine: stripped and
-# xz-compressed into .devbin/bins.tar.xz with the shared libraries the GPU image lacks (git-ignored; name
+# xz-compressed into .devbin/bins.tar.xz (lib/: the shared libraries the GPU image lacks; git-ignored; name
 # .devbin in the device call's carry, then EMBER_PREBUILT=.devbin bash scripts/gpu-check.sh OUT there).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -9,9 +9,11 @@ bins=(bin/ember test_cuda gemv_bench gemm_bench)
 rm -rf .devbin && mkdir -p .devbin/stage
 for b in "${bins[@]}"; do mkdir -p ".devbin/stage/$(dirname "$b")"; strip -o ".devbin/stage/$b" "build-cuda/$b"; done
 # The shared libraries of ember the GPU image lacks (the server's cpp-httplib and what it links: OpenSSL, Brotli).
+# They go into the archive's lib/ (build-gpu/lib there), compressed with the binaries: the carry limit is 64 MiB.
+mkdir -p .devbin/stage/lib
 for l in libpcre2-8.so.0 libutf8proc.so.2 libgomp.so.1 libcpp-httplib.so.0.11 libssl.so.3 libcrypto.so.3 \
          libbrotlicommon.so.1 libbrotlidec.so.1 libbrotlienc.so.1; do
-  cp "/lib/x86_64-linux-gnu/$l" .devbin/
+  cp "/lib/x86_64-linux-gnu/$l" .devbin/stage/lib/
 done
 # One xz stream with a dictionary larger than a binary: the four share most bytes (the CUDA kernels), ≈ 9 MB in all.
 tar -C .devbin/stage -cf - . | xz -T1 --lzma2=preset=6,dict=128MiB > .devbin/bins.tar.xz

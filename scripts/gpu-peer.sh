@@ -95,7 +95,7 @@ if [ ! -x "$EMBER" ] && [ -n "${EMBER_PREBUILT:-}" ] && [ -f "$EMBER_PREBUILT/bi
   [ -f build-gpu/ember ] && mv build-gpu/ember build-gpu/bin/
   EMBER=build-gpu/bin/ember
 fi
-[ -n "${EMBER_PREBUILT:-}" ] && export LD_LIBRARY_PATH="$(cd "$EMBER_PREBUILT" && pwd):/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+[ -n "${EMBER_PREBUILT:-}" ] && export LD_LIBRARY_PATH="$PWD/build-gpu/lib:$(cd "$EMBER_PREBUILT" && pwd):/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
 
 # d. the same file in both engines
 if has bench; then

@@ -10,7 +10,7 @@ OUT=${1:-${OUT:-/tmp/ember-gpu}}
 mkdir -p "$OUT" build-gpu/bin
 P=${EMBER_PREBUILT:-.devbin}
 xz -dc "$P/bins.tar.xz" | tar -C build-gpu -xf - && { [ -f build-gpu/ember ] && mv build-gpu/ember build-gpu/bin/; true; }
-export LD_LIBRARY_PATH="$(cd "$P" && pwd):/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+export LD_LIBRARY_PATH="$PWD/build-gpu/lib:$(cd "$P" && pwd):/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
 E=build-gpu/bin/ember
 sum="$OUT/summary.md"; : > "$sum"
 timeout ${EMBER_PD_TEST_TIMEOUT:-150} build-gpu/test_cuda --gtest_filter="${EMBER_PD_TESTS:-PersistentDecode*}" > "$OUT/test.log" 2>&1

@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 OUT=${1:-${OUT:-/tmp/ember-gpu}}
 mkdir -p "$OUT"
 E=${E:-build-gpu/bin/ember}
-export LD_LIBRARY_PATH="$(pwd)/.devbin:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+export LD_LIBRARY_PATH="$(pwd)/build-gpu/lib:$(pwd)/.devbin:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
 M=.devdata/SmolLM2-135M-Instruct.Q4_1.gguf
 cat .devdata/smollm2.part* | xz -dc > "$M" || cat .devdata/smollm2.part* | python3 -c "import lzma,sys; sys.stdout.buffer.write(lzma.decompress(sys.stdin.buffer.read()))" > "$M"
 sha=$(sha256sum "$M" 2>/dev/null | cut -c1-16)
