@@ -30,13 +30,16 @@ inline const nlohmann::ordered_json& default_extra() {
     return e;
 }
 
-// The engine's limits (ChatTemplateOptions defaults) with a fixed clock, so that runs repeat, except a tenth of
-// its step budget: under ASan + UBSan a step costs ~25× its native time, and a template that spends the whole
-// default budget (200k steps: ≤ 0.2 s natively, measured) would take ~5 s, over libFuzzer's 1 s timeout. The
-// limits' code paths are the same; only where they stop differs.
+// The engine's limits (ChatTemplateOptions defaults) with a fixed clock, so that runs repeat, except a hundredth
+// of its step budget: under ASan + UBSan a step costs ~25× its native time, and a template that spends the whole
+// default budget takes ~0.35 s natively (nested loops printing loop.index, 200k steps: each iteration builds its
+// `loop` object) — ~9 s under ASan. At a tenth, three nested-loop templates of ~8k iterations took 1.7-2.6 s
+// under ASan on a loaded machine (2026-12-03; 62-128 ms natively; corpus regress-timeout-*), 0.41-0.46 s at a
+// fortieth (9 ms natively: ASan + UBSan + coverage cost ~45× here). The limits' code paths are the same; only
+// where they stop differs (2,000 steps: real templates take ≤ 49, ~10 per message).
 inline ChatTemplateOptions options() {
     ChatTemplateOptions o;
-    o.max_steps = ChatTemplateOptions{}.max_steps / 10;
+    o.max_steps = ChatTemplateOptions{}.max_steps / 100;
     std::tm t{};
     t.tm_year = 125, t.tm_mon = 2, t.tm_mday = 14, t.tm_hour = 15, t.tm_min = 9, t.tm_sec = 26;
     o.now = t;

@@ -23,6 +23,13 @@ void CudaCausalLM::lin(CudaState& s, const Weight& w, const float* x, int64_t n,
     linear(w, x, n, y, s.stream, s.lin_ws, s.lin_ws_bytes, opt_.prefill_precision);
 }
 
+void CudaCausalLM::lin_parts(CudaState& s, const Weight& stacked, std::initializer_list<const Weight*> parts,
+                             std::initializer_list<float*> ys, const float* x, int64_t n) const {
+    EMBER_CHECK(parts.size() == ys.size(), "lin_parts: %zu parts, %zu outputs", parts.size(), ys.size());
+    linear_parts(stacked, parts.begin(), ys.begin(), int(parts.size()), x, n, s.stream, s.lin_ws, s.lin_ws_bytes,
+                 opt_.prefill_precision);
+}
+
 void CudaCausalLM::attention(CudaState& s, const GatedAttentionDims& d, const float* q, const float* k, const float* v,
                              const float* q_norm, const float* k_norm, size_t l, int64_t n) const {
     if (s.rec) {  // persistent decode (n = 1, one sequence)

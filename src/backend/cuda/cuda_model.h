@@ -7,6 +7,7 @@
 #include <cuda_runtime_api.h>
 
 #include <functional>
+#include <initializer_list>
 #include <map>
 #include <mutex>
 #include <memory>
@@ -176,6 +177,10 @@ protected:
                    const float* q_norm, const float* k_norm, size_t l, int64_t n) const;
     // y = x·Wᵀ for n rows with the state's workspace (n > 8: the GEMM in opt_.prefill_precision).
     void lin(CudaState& s, const Weight& w, const float* x, int64_t n, float* y) const;
+    // The row blocks `parts` of the stacked weight (empty when the parts differ in format), each into its own
+    // y: one GEMM over the stacked weight where the tensor-core path takes it (n > 8), else lin() per part.
+    void lin_parts(CudaState& s, const Weight& stacked, std::initializer_list<const Weight*> parts,
+                   std::initializer_list<float*> ys, const float* x, int64_t n) const;
     // Shared pieces of run(). Two ways to run a block, chosen by `fz` (= n == 1 && fuse_decode_):
     //  - unfused: add_rmsnorm(s.x, pending, norm, s.xn) first, the GEMVs read s.xn, the block's output lands in
     //    s.y and is returned as the next `pending` (added to s.x by the next add_rmsnorm);

@@ -128,9 +128,6 @@ void CudaLlama::run(CudaState& s, int64_t n, bool all_rows) const {
     const int64_t H = c.hidden, I = c.ffn;
     const float eps = c.eps;
     cudaStream_t st = s.stream;
-    auto lin = [&](const Weight& w, const float* x, int64_t rows, float* y) {
-        this->lin(s, w, x, rows, y);
-    };
     const bool fz = n == 1 && fuse_decode_;  // norms, SwiGLU and residual adds inside the GEMVs
     embed(s, embed_, n);
     const float* pending = nullptr;  // attention/MLP output not yet added to the residual stream
@@ -144,9 +141,7 @@ void CudaLlama::run(CudaState& s, int64_t n, bool all_rows) const {
             k = s.t0 + L.q.rows;
             v = k + L.k.rows;
         } else {
-            lin(L.q, s.xn, n, s.t0);
-            lin(L.k, s.xn, n, s.t1);
-            lin(L.v, s.xn, n, s.t2);
+            lin_parts(s, L.attn_in, {&L.q, &L.k, &L.v}, {s.t0, s.t1, s.t2}, s.xn, n);
             if (L.q_bias) {
                 bias(s, s.t0, L.q_bias, n, L.q.rows);
                 bias(s, s.t1, L.k_bias, n, L.k.rows);

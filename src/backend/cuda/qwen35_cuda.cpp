@@ -163,9 +163,6 @@ void CudaQwen35::run(CudaState& s, int64_t n, bool all_rows) const {
     const int64_t H = c.hidden_size, I = c.intermediate_size;
     const float eps = c.rms_norm_eps;
     cudaStream_t st = s.stream;
-    auto lin = [&](const Weight& w, const float* x, int64_t rows, float* y) {
-        this->lin(s, w, x, rows, y);
-    };
     const bool fz = n == 1 && fuse_decode_;  // norms, SwiGLU and residual adds inside the GEMVs
     embed(s, embed_, n);
     const float* pending = nullptr;  // mixer/MLP output not yet added to the residual stream
@@ -180,9 +177,8 @@ void CudaQwen35::run(CudaState& s, int64_t n, bool all_rows) const {
                 k = s.t0 + L.q.rows;
                 v = k + L.k.rows;
             } else {
-                lin(L.q, s.xn, n, s.t0);  // [n, heads, 2, d]
-                lin(L.k, s.xn, n, s.t1);  // [n, kv, d]
-                lin(L.v, s.xn, n, s.t2);
+                // [n, heads, 2, d], [n, kv, d], [n, kv, d]
+                lin_parts(s, L.attn_in, {&L.q, &L.k, &L.v}, {s.t0, s.t1, s.t2}, s.xn, n);
             }
             attention(s, adims_, q, k, v, L.q_norm, L.k_norm, l, n);
             pending = residual_linear(s, L.o, s.t3, n, fz);
@@ -194,10 +190,8 @@ void CudaQwen35::run(CudaState& s, int64_t n, bool all_rows) const {
                 b = z + L.z.rows;
                 a = b + L.b.rows;
             } else {
-                lin(L.qkv, s.xn, n, s.t0);  // [n, conv_dim]
-                lin(L.z, s.xn, n, s.t1);    // [n, nv*dv]
-                lin(L.b, s.xn, n, s.t2);    // [n, nv]
-                lin(L.a, s.xn, n, s.t4);    // [n, nv]
+                // [n, conv_dim], [n, nv·dv], [n, nv], [n, nv]
+                lin_parts(s, L.gdn_in, {&L.qkv, &L.z, &L.b, &L.a}, {s.t0, s.t1, s.t2, s.t4}, s.xn, n);
             }
             GdnDecodeArgs ga{qkv, z, a, b, L.conv, L.A_log, L.dt_bias, L.gnorm, s.conv[l], s.S[l], s.t3,
                              g.heads, static_cast<int>(g.conv_kernel), g.eps};

@@ -141,6 +141,28 @@ void linear(const Weight& W, const float* x, int64_t n, float* y, cudaStream_t s
     }
 }
 
+void linear_parts(const Weight& stacked, const Weight* const* parts, float* const* ys, int count, const float* x,
+                  int64_t n, cudaStream_t stream, void* workspace, size_t workspace_bytes, GemmPrecision prec) {
+    EMBER_CHECK(count >= 1 && count <= 4 && parts && ys, "linear_parts: %d parts (1..4)", count);
+    GemmOutSplit out;
+    out.parts = count;
+    int64_t r = 0;
+    for (int k = 0; k < count; ++k) r += parts[k]->rows, out.end[k] = r, out.y[k] = ys[k];
+    EMBER_CHECK(stacked.empty() || r == stacked.rows, "linear_parts: parts of %lld rows, stacked weight of %lld",
+                (long long)r, (long long)stacked.rows);
+    // n ≤ 8: the streaming GEMV over the stacked weight where linear_gemv() would take it.
+    if (n >= 1 && n <= 8 && !stacked.empty() && stacked.format == WeightFormat::AFFINE &&
+        affine_kernel({}, stacked, n) == 1 && detail::gemv_affine_q(stacked, x, int(n), nullptr, stream, {}, nullptr, 0,
+                                                                   nullptr, &out))
+        return;
+    if (n > 8 && !stacked.empty() && !cublas_prefill() && gemm_q_supported(stacked) && workspace &&
+        workspace_bytes >= gemm_q_workspace_bytes(stacked, n)) {
+        gemm_q_split_out(stacked, x, n, out, stream, workspace, workspace_bytes, prec);
+        return;
+    }
+    for (int k = 0; k < count; ++k) linear(*parts[k], x, n, ys[k], stream, workspace, workspace_bytes, prec);
+}
+
 bool linear_fused_native(const Weight& W0, int64_t n) {
     const Weight W = dense_view(W0);
     if (W.format == WeightFormat::TILED) return n >= 1 && n <= 8;

@@ -56,6 +56,12 @@ namespace ember::cuda {
 void linear(const Weight& W, const float* x, int64_t n, float* y, cudaStream_t stream, void* workspace,
             size_t workspace_bytes, GemmPrecision prec = GemmPrecision::FP32);
 size_t linear_workspace_bytes(const Weight& W, int64_t n);
+// The row blocks parts[0..count) of one stacked weight (stacked.rows_view, in order, covering it; count ≤ 4), each
+// into its own ys[k] [n, parts[k]->rows]: one tensor-core GEMM over `stacked` when linear() would take that path
+// for it (n > 8; output split by rows, gemm_q_split_out), else linear() per part. Workspace as linear(stacked, n).
+void linear_parts(const Weight& stacked, const Weight* const* parts, float* const* ys, int count, const float* x,
+                  int64_t n, cudaStream_t stream, void* workspace, size_t workspace_bytes,
+                  GemmPrecision prec = GemmPrecision::FP32);
 
 // Decode fusions around one linear: a prologue on x as the GEMV reads it, and an accumulating epilogue.
 //   norm_w set:  x'[t, c] = x[t, c] · (1 / sqrt(mean_c x[t, c]² + eps)) · norm_w[c]   (as rmsnorm(), fp32)
@@ -115,8 +121,10 @@ bool gemv_affine_mma(const Weight& W, const float* x, int n, float* y, cudaStrea
                      char* describe = nullptr, size_t describe_bytes = 0);
 // Same contract for the streaming kernel (linear_gemv_q.cu): AFFINE 4/8-bit, 16-byte aligned data; false also
 // when x cannot be staged in shared memory even in chunks.
+// `split`: the output split by rows into parts (as gemm_q_split_out; y unused).
 bool gemv_affine_q(const Weight& W, const float* x, int n, float* y, cudaStream_t stream, const GemvTuning& tune,
-                   char* describe = nullptr, size_t describe_bytes = 0, const LinearFusion* fusion = nullptr);
+                   char* describe = nullptr, size_t describe_bytes = 0, const LinearFusion* fusion = nullptr,
+                   const GemmOutSplit* split = nullptr);
 // GGML block types with a CUDA kernel, and the kernel (W.format == GGML, one of those types, 2-byte aligned data).
 bool gemv_ggml_supported(GgmlType t);
 // Multiprocessors of the device current at the first call (cached; linear_gemv_q.cu).

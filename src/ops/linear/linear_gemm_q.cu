@@ -37,6 +37,7 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <cstdio>
 
@@ -181,16 +182,22 @@ __global__ void __launch_bounds__(C::NTH, C::MINB) gemm_q_kernel(const Args a) {
         if (lane == 0) mbar_arrive(empty(sl));
     }
     const int g = lane >> 2, t = lane & 3;
-    float* y = a.y + int64_t(blockIdx.z) * a.M * a.N;
 #pragma unroll
     for (int i = 0; i < MF; ++i)
 #pragma unroll
-        for (int j = 0; j < NF; ++j)
+        for (int hh = 0; hh < 2; ++hh) {
+            const int r = n0 + rw + 16 * i + g + 8 * hh;
+            if (r >= a.N) continue;
+            int ld;
+            float* yr = out_row(a, r, ld);
 #pragma unroll
-            for (int h = 0; h < 4; ++h) {
-                const int r = n0 + rw + 16 * i + g + (h >= 2 ? 8 : 0), m = m0 + tw + 8 * j + 2 * t + (h & 1);
-                if (r < a.N && m < a.M) y[int64_t(m) * a.N + r] = acc[i][j][h];
-            }
+            for (int j = 0; j < NF; ++j)
+#pragma unroll
+                for (int e = 0; e < 2; ++e) {
+                    const int m = m0 + tw + 8 * j + 2 * t + e;
+                    if (m < a.M) yr[int64_t(m) * ld] = acc[i][j][2 * hh + e];
+                }
+        }
 }
 
 // x [M, K] → pre-tiled hi / lo planes (Args::xt: per token tile and stage, the slot's bytes: rows of 64 bf16 in
@@ -287,11 +294,15 @@ __global__ void gemm_prep_sb(const ST* __restrict__ sc, const ST* __restrict__ b
     }
 }
 
-__global__ void gemm_reduce(const float* __restrict__ part, int split, int64_t count, float* __restrict__ y) {
+// Sums the K split's partials in slice order into the output (split by rows as Args::y .. y3 / yend, a.N rows).
+__global__ void gemm_reduce(const float* __restrict__ part, int split, int64_t count, Args a) {
     for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += int64_t(gridDim.x) * blockDim.x) {
         float s = part[i];
         for (int z = 1; z < split; ++z) s += part[int64_t(z) * count + i];
-        y[i] = s;
+        const int m = int(i / a.N), r = int(i - int64_t(m) * a.N);
+        int ld;
+        float* yr = out_row(a, r, ld);  // (blockIdx.z = 0)
+        yr[int64_t(m) * ld] = s;
     }
 }
 
@@ -483,14 +494,20 @@ const char* gemm_q_describe(const Weight& W, int64_t n, char* buf, size_t buf_by
     return buf;
 }
 
-void gemm_q(const Weight& W, const float* x, int64_t n, float* y, cudaStream_t stream, void* workspace,
-            size_t workspace_bytes, GemmPrecision prec, const GemmPlan& force) {
+namespace {
+void gemm_q_impl(const Weight& W, const float* x, int64_t n, const GemmOutSplit& out, cudaStream_t stream,
+                 void* workspace, size_t workspace_bytes, GemmPrecision prec, const GemmPlan& force) {
     EMBER_CHECK(gemm_q_supported(W), "gemm_q: unsupported weight (format %d, bits %d, group %d, cols %lld)",
                 int(W.format), W.bits, W.group_size, (long long)W.cols);
-    EMBER_CHECK(n >= 1 && n < (int64_t(1) << 31) / 2 && x && y, "gemm_q: n=%lld", (long long)n);
+    EMBER_CHECK(n >= 1 && n < (int64_t(1) << 31) / 2 && x, "gemm_q: n=%lld", (long long)n);
     EMBER_CHECK(workspace && workspace_bytes >= gemm_q_workspace_bytes(W, n, force),
                 "gemm_q: workspace %zu bytes, needs %zu", workspace_bytes, gemm_q_workspace_bytes(W, n, force));
     if (W.rows == 0) return;
+    EMBER_CHECK(out.parts >= 1 && out.parts <= 4 && out.end[out.parts - 1] == W.rows,
+                "gemm_q: output in %d parts ending at row %lld of %lld", out.parts,
+                (long long)(out.parts >= 1 && out.parts <= 4 ? out.end[out.parts - 1] : -1), (long long)W.rows);
+    for (int k = 0; k < out.parts; ++k)
+        EMBER_CHECK(out.y[k] && out.end[k] > (k ? out.end[k - 1] : 0), "gemm_q: output part %d empty or null", k);
     const GemmPlan p = gemm_q_plan(W, n, force);
     const bool hilo = prec == GemmPrecision::FP32;
     // The x prep kernel indexes with 32 bits: padded tokens × spans × 4 quarters stay below 2³¹.
@@ -545,7 +562,16 @@ void gemm_q(const Weight& W, const float* x, int64_t n, float* y, cudaStream_t s
     const int units = a.stages / per_group;
     a.sps = (units + p.split - 1) / p.split * per_group;
     const int split = (a.stages + a.sps - 1) / a.sps;  // slices actually non-empty
-    a.y = split > 1 ? part : y;
+    // The output parts (or the partials, one part); the reduction writes the parts.
+    Args ao = a;
+    ao.y = out.y[0], ao.y1 = out.y[1], ao.y2 = out.y[2], ao.y3 = out.y[3];
+    for (int k = 0; k < 3; ++k) ao.yend[k] = k + 1 < out.parts ? int(out.end[k]) : INT_MAX;
+    if (split > 1) {
+        a.y = part, a.y1 = a.y2 = a.y3 = nullptr;
+        a.yend[0] = a.yend[1] = a.yend[2] = INT_MAX;
+    } else {
+        a = ao;
+    }
     const int gs = W.group_size;
     if (W.bits == 4) {
         if (hilo) launch_bits<4, true>(p.config, a, gs, split, stream);
@@ -556,9 +582,23 @@ void gemm_q(const Weight& W, const float* x, int64_t n, float* y, cudaStream_t s
     }
     if (split > 1) {
         const int64_t count = n * W.rows;
-        gemm_reduce<<<unsigned(std::clamp<int64_t>((count + 255) / 256, 1, 4096)), 256, 0, stream>>>(part, split, count, y);
+        gemm_reduce<<<unsigned(std::clamp<int64_t>((count + 255) / 256, 1, 4096)), 256, 0, stream>>>(part, split, count, ao);
         CUDA_CHECK(cudaGetLastError());
     }
+}
+}  // namespace
+
+void gemm_q(const Weight& W, const float* x, int64_t n, float* y, cudaStream_t stream, void* workspace,
+            size_t workspace_bytes, GemmPrecision prec, const GemmPlan& force) {
+    EMBER_CHECK(y, "gemm_q: null y");
+    GemmOutSplit out;
+    out.parts = 1, out.end[0] = W.rows, out.y[0] = y;
+    gemm_q_impl(W, x, n, out, stream, workspace, workspace_bytes, prec, force);
+}
+
+void gemm_q_split_out(const Weight& W, const float* x, int64_t n, const GemmOutSplit& out, cudaStream_t stream,
+                      void* workspace, size_t workspace_bytes, GemmPrecision prec, const GemmPlan& force) {
+    gemm_q_impl(W, x, n, out, stream, workspace, workspace_bytes, prec, force);
 }
 
 }  // namespace ember::cuda

@@ -33,6 +33,15 @@ struct GemmPlan {
     int split = 0;    // K slices (0: choose by the rule)
 };
 
+// The output split by W's rows into up to four arrays (a stacked weight [W_0; W_1; …] feeding separate consumers,
+// e.g. Qwen3.5's [qkv | z | b | a]): rows [end_{k−1}, end_k) of token t go to y_k[t · (end_k − end_{k−1}) + r − end_{k−1}].
+// parts = 0: the single y of gemm_q. Ends increase; the last one equals W.rows.
+struct GemmOutSplit {
+    int parts = 0;
+    int64_t end[4] = {};
+    float* y[4] = {};
+};
+
 // AFFINE, 4 or 8 bits, group 32/64/128, cols % 32 == 0, codes 16-byte aligned with 16-byte multiple rows.
 bool gemm_q_supported(const Weight& W);
 // The rule's choice for W and n tokens (or `force`'s fields where set).
@@ -42,6 +51,10 @@ size_t gemm_q_workspace_bytes(const Weight& W, int64_t n, const GemmPlan& force 
 // gemm_q_workspace_bytes(W, n, force) bytes (any alignment). x, y device fp32, 16-byte aligned rows not required.
 void gemm_q(const Weight& W, const float* x, int64_t n, float* y, cudaStream_t stream, void* workspace,
             size_t workspace_bytes, GemmPrecision prec = GemmPrecision::FP32, const GemmPlan& force = {});
+// The same product with the output split by rows (`out`; y of gemm_q unused): one call for a stacked weight.
+void gemm_q_split_out(const Weight& W, const float* x, int64_t n, const GemmOutSplit& out, cudaStream_t stream,
+                      void* workspace, size_t workspace_bytes, GemmPrecision prec = GemmPrecision::FP32,
+                      const GemmPlan& force = {});
 // "gemm q4 256x64 split2 stages4" for benchmark tables.
 const char* gemm_q_describe(const Weight& W, int64_t n, char* buf, size_t buf_bytes, const GemmPlan& force = {});
 // Number of block-tile configurations (tests force each one).

@@ -150,6 +150,70 @@ TEST(GemmQCuda, DeterministicAndCapturable) {
     EXPECT_EQ(0, std::memcmp(a.data(), g.data(), ny * 4));
 }
 
+// The output split by rows into separate arrays (a stacked weight's parts: Qwen3.5's [qkv | z | b | a]): the
+// parts laid end to end in one poisoned buffer, each [n, rows_k], against the reference rows they hold; tiles of
+// both kernels, with and without a K split (the reduction writes the parts), parts smaller than a row tile and
+// straddling tile edges; linear_parts() for n ≤ 8 (a linear() per part) and n > 8 (one GEMM).
+TEST(GemmQCuda, OutputSplitByRows) {
+    SKIP_WITHOUT_GPU();
+    const int64_t rows = 300;
+    const std::vector<int64_t> ends = {37, 237, 253, 300};
+    auto c = make_case({true, DType::BF16, 4, 64}, rows, 1024, 70, 5700);
+    auto split_layout = [&](int64_t n, std::vector<float>& ref, std::vector<size_t>& src) {
+        ref.clear(), src.clear();
+        for (size_t k = 0; k < ends.size(); ++k) {
+            const int64_t r0 = k ? ends[k - 1] : 0;
+            for (int64_t t = 0; t < n; ++t)
+                for (int64_t r = r0; r < ends[k]; ++r) {
+                    src.push_back(size_t(t * rows + r));
+                    ref.push_back(c->ref[size_t(t * rows + r)]);
+                }
+        }
+    };
+    auto parts_of = [&](float* y, int64_t n, GemmOutSplit& out) {
+        out.parts = int(ends.size());
+        for (size_t k = 0; k < ends.size(); ++k) {
+            out.end[k] = ends[k];
+            out.y[k] = y;
+            y += n * (ends[k] - (k ? ends[k - 1] : 0));
+        }
+    };
+    std::vector<float> ref;
+    std::vector<size_t> src;
+    for (int64_t n : {int64_t(9), int64_t(70)}) {
+        split_layout(n, ref, src);
+        for (const GemmPlan plan : {GemmPlan{0, 1}, GemmPlan{0, 3}, GemmPlan{5, 1}, GemmPlan{6, 1}, GemmPlan{6, 4},
+                                    GemmPlan{7, 2}, GemmPlan{}}) {
+            SCOPED_TRACE(testing::Message() << "n=" << n << " cfg=" << plan.config << " split=" << plan.split);
+            check_poisoned(ref.size(), rows, ref, [&](size_t i) { return budget_for(GemmPrecision::FP32, *c, src[i]); },
+                           [&](float* y) {
+                               GemmOutSplit out;
+                               parts_of(y, n, out);
+                               const size_t b = gemm_q_workspace_bytes(c->dw, n, plan);
+                               DeviceBuffer ws = dalloc(b);
+                               gemm_q_split_out(c->dw, c->d_x.as<float>(), n, out, nullptr, ws.get(), b,
+                                                GemmPrecision::FP32, plan);
+                           });
+        }
+    }
+    // linear_parts over row views of the weight: the GEMV per part at n ≤ 8, one GEMM above.
+    std::vector<Weight> views;
+    for (size_t k = 0; k < ends.size(); ++k) views.push_back(c->dw.rows_view(k ? ends[k - 1] : 0, ends[k]));
+    const Weight* pv[4] = {&views[0], &views[1], &views[2], &views[3]};
+    for (int64_t n : {int64_t(3), int64_t(8), int64_t(9), int64_t(70)}) {
+        split_layout(n, ref, src);
+        SCOPED_TRACE(testing::Message() << "linear_parts n=" << n);
+        check_poisoned(ref.size(), rows, ref, [&](size_t i) { return budget(Path::GEMV, *c, src[i]); },
+                       [&](float* y) {
+                           GemmOutSplit out;
+                           parts_of(y, n, out);
+                           const size_t b = linear_workspace_bytes(c->dw, n);
+                           DeviceBuffer ws = dalloc(b ? b : 1);
+                           linear_parts(c->dw, pv, out.y, 4, c->d_x.as<float>(), n, nullptr, ws.get(), b);
+                       });
+    }
+}
+
 // linear() takes the GEMM for n > 8 when the workspace allows it (the models' path), and its output matches.
 TEST(GemmQCuda, LinearDispatchesAboveEightRows) {
     SKIP_WITHOUT_GPU();

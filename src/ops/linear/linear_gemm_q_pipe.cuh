@@ -52,10 +52,24 @@ struct Args {
     const uint8_t* xt;      // pre-tiled x   [token tile][stage][planes · BT · 128 bytes] (gemm_prep_x)
     const uint8_t* sbt;     // pre-tiled {s, b'} [row tile][stage][2][BW] float2 (gemm_prep_sb)
     const uint8_t* xst;     // pre-tiled x sums [token tile][stage][2][BT] f32
-    float* y;               // [M, N], or [split, M, N] partials
+    float* y;               // [M, N], or [split, M, N] partials (rows [0, yend[0])); the other parts: y1..y3
+    float *y1, *y2, *y3;    // rows [yend[k − 1], yend[k]) of part k as [M, yend[k] − yend[k − 1]] (GemmOutSplit)
+    int yend[3];            // part ends (INT_MAX past the last part; partials: one part)
     int M, N, K, row_bytes;
     int stages, sps;        // stages of K, stages per split
 };
+
+// Where output row r of token 0 goes, and the row stride of its part (static selects: no indexed parameters).
+// Split slice z of a K split writes its own [M, N] partials (one part then).
+__device__ __forceinline__ float* out_row(const Args& a, int r, int& ld) {
+    float* p = a.y + int64_t(blockIdx.z) * a.M * a.N;
+    int s = 0, e = a.yend[0];
+    if (r >= a.yend[0]) p = a.y1, s = a.yend[0], e = a.yend[1];
+    if (r >= a.yend[1]) p = a.y2, s = a.yend[1], e = a.yend[2];
+    if (r >= a.yend[2]) p = a.y3, s = a.yend[2], e = a.N;
+    ld = (e < a.N ? e : a.N) - s;
+    return p + (r - s);
+}
 
 __device__ __forceinline__ uint32_t smem_u32(const void* p) {
     return static_cast<uint32_t>(__cvta_generic_to_shared(p));

@@ -244,16 +244,22 @@ __global__ void __launch_bounds__(C::NTH, 1) gemm_q_wg_kernel(const Args a) {
         __syncwarp();
         if (lane == 0) mbar_arrive(empty(sl));
     }
-    float* y = a.y + int64_t(blockIdx.z) * a.M * a.N;
 #pragma unroll
     for (int i = 0; i < MF; ++i)
 #pragma unroll
-        for (int j = 0; j < C::BT / 8; ++j)
+        for (int hh = 0; hh < 2; ++hh) {
+            const int r = n0 + rw + 64 * i + g + 8 * hh;
+            if (r >= a.N) continue;
+            int ld;
+            float* yr = out_row(a, r, ld);
 #pragma unroll
-            for (int h = 0; h < 4; ++h) {
-                const int r = n0 + rw + 64 * i + g + (h >= 2 ? 8 : 0), m = m0 + 8 * j + 2 * t + (h & 1);
-                if (r < a.N && m < a.M) y[int64_t(m) * a.N + r] = acc[i][4 * j + h];
-            }
+            for (int j = 0; j < C::BT / 8; ++j)
+#pragma unroll
+                for (int e = 0; e < 2; ++e) {
+                    const int m = m0 + 8 * j + 2 * t + e;
+                    if (m < a.M) yr[int64_t(m) * ld] = acc[i][4 * j + 2 * hh + e];
+                }
+        }
 }
 
 }  // namespace ember::cuda::gemmq

@@ -34,6 +34,7 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 
@@ -85,7 +86,9 @@ struct QArgs {
     const void* scales;   // [rows, ngroups] sb dtype
     const void* biases;
     const float* x;       // [n, K]
-    float* y;             // [n, rows]
+    float* y;             // [n, rows], or rows [0, yend[0]) of a split output (GemmOutSplit)
+    float *y1, *y2, *y3;  // the split's other parts: rows [yend[k − 1], yend[k]) as [n, yend[k] − yend[k − 1]]
+    int64_t yend[3];      // part ends (INT64_MAX past the last part)
     int64_t rows, tiles;
     int row_bytes, ngroups, K, n;
     int nku;              // K-units per row
@@ -198,9 +201,19 @@ __device__ __forceinline__ void stage_x(const QArgs& a, const float* inv, int ku
     }
 }
 
+// Where y[tok, row] lives (the split output's part, static selects).
+__device__ __forceinline__ float* y_at(const QArgs& a, int tok, int64_t row) {
+    float* p = a.y;
+    int64_t s = 0, e = a.yend[0];
+    if (row >= a.yend[0]) p = a.y1, s = a.yend[0], e = a.yend[1];
+    if (row >= a.yend[1]) p = a.y2, s = a.yend[1], e = a.yend[2];
+    if (row >= a.yend[2]) p = a.y3, s = a.yend[2], e = a.rows;
+    return p + int64_t(tok) * ((e < a.rows ? e : a.rows) - s) + (row - s);
+}
+
 // After a round with slices or chunks: sum the slice partials of each (tile, row, token) in slice order, then
 // store y (last chunk) or keep the running sum in ypart.
-__device__ __forceinline__ void reduce_round(const float* red, float* ypart, float* y, int64_t rows, int64_t tile0,
+__device__ __forceinline__ void reduce_round(const QArgs& a, const float* red, float* ypart, int64_t rows, int64_t tile0,
                                              int64_t tb1, int lt0, int TPR, int S, int n, bool first_chunk,
                                              bool last_chunk, bool accum) {
     for (int e = int(threadIdx.x); e < TPR * 16 * n; e += kThreads) {
@@ -211,7 +224,10 @@ __device__ __forceinline__ void reduce_round(const float* red, float* ypart, flo
         for (int q = 0; q < S; ++q) s += red[(tl2 * S + q) * 128 + row16 * 8 + tok];
         float* yp = ypart + ((lt0 + tl2) * 16 + row16) * 8 + tok;
         if (!first_chunk) s = *yp + s;
-        if (last_chunk) y[tok * rows + row] = accum ? y[tok * rows + row] + s : s;
+        if (last_chunk) {
+            float* y = y_at(a, tok, row);
+            *y = accum ? *y + s : s;
+        }
         else *yp = s;
     }
 }
@@ -392,7 +408,7 @@ __global__ void __launch_bounds__(kThreads, 1) gemv_q_kernel(const QArgs a) {
                     const int64_t row = tile * 16 + g + 8 * (i >> 1);
                     const int tok = tok0 + (i & 1);
                     if (row < rows && tok < n) {
-                        float* yp = a.y + tok * rows + row;
+                        float* yp = y_at(a, tok, row);
                         *yp = a.accum ? *yp + acc[i] : acc[i];
                     }
                 }
@@ -404,7 +420,7 @@ __global__ void __launch_bounds__(kThreads, 1) gemv_q_kernel(const QArgs a) {
                 for (int i = 0; i < 4; ++i) rw[(g + 8 * (i >> 1)) * 8 + tok0 + (i & 1)] = acc[i];
             }
             __syncthreads();
-            reduce_round(red + par * kWarps * 128, ypart, a.y, rows, tile0, tb1, r * TPR, TPR, a.S, n, c == 0,
+            reduce_round(a, red + par * kWarps * 128, ypart, rows, tile0, tb1, r * TPR, TPR, a.S, n, c == 0,
                          c == a.nc - 1, a.accum != 0);
             par ^= 1;
         }
@@ -571,7 +587,7 @@ int sm_count() {
 }
 
 bool gemv_affine_q(const Weight& W, const float* x, int n, float* y, cudaStream_t stream, const GemvTuning& tune,
-                   char* describe, size_t describe_bytes, const LinearFusion* fusion) {
+                   char* describe, size_t describe_bytes, const LinearFusion* fusion, const GemmOutSplit* split) {
     if (W.format != WeightFormat::AFFINE || (W.bits != 4 && W.bits != 8) || !aligned16(W.data)) return false;
     if (W.group_size != 32 && W.group_size != 64 && W.group_size != 128) return false;
     if (W.sb_dtype != DType::BF16 && W.sb_dtype != DType::F16 && W.sb_dtype != DType::F32) return false;
@@ -586,6 +602,15 @@ bool gemv_affine_q(const Weight& W, const float* x, int n, float* y, cudaStream_
     P.pdl = tune.q_pdl ? tune.q_pdl > 0 : pdl_env;
     P.a.w = static_cast<const uint8_t*>(W.data), P.a.scales = W.scales, P.a.biases = W.biases;
     P.a.x = x, P.a.y = y;
+    P.a.y1 = P.a.y2 = P.a.y3 = nullptr;
+    P.a.yend[0] = P.a.yend[1] = P.a.yend[2] = INT64_MAX;
+    if (split) {  // (linear_parts: y unused)
+        EMBER_CHECK(split->parts >= 1 && split->parts <= 4 && split->end[split->parts - 1] == W.rows,
+                    "gemv_affine_q: output split in %d parts does not cover %lld rows", split->parts, (long long)W.rows);
+        P.a.y = split->y[0], P.a.y1 = split->y[1], P.a.y2 = split->y[2], P.a.y3 = split->y[3];
+        for (int k = 0; k + 1 < split->parts; ++k) P.a.yend[k] = split->end[k];
+        y = split->y[0];
+    }
     const LinearFusion f = fusion ? *fusion : LinearFusion{};
     P.a.pre = f.norm_w ? PRE_RMSNORM : f.swiglu ? PRE_SWIGLU : PRE_NONE;
     P.a.xstride = f.swiglu ? 2 * P.a.K : P.a.K;
