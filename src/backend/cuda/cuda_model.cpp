@@ -30,6 +30,14 @@ void CudaCausalLM::lin_parts(CudaState& s, const Weight& stacked, std::initializ
                  opt_.prefill_precision);
 }
 
+void CudaCausalLM::lin_parts_fused(CudaState& s, const Weight& stacked, std::initializer_list<const Weight*> parts,
+                                   std::initializer_list<float*> ys, const float* norm_w, float eps, int64_t n) const {
+    EMBER_CHECK(parts.size() == ys.size(), "lin_parts_fused: %zu parts, %zu outputs", parts.size(), ys.size());
+    LinearFusion f;
+    f.norm_w = norm_w, f.eps = eps;
+    linear_parts_fused(stacked, parts.begin(), ys.begin(), int(parts.size()), s.x, n, f, s.stream);
+}
+
 void CudaCausalLM::attention(CudaState& s, const GatedAttentionDims& d, const float* q, const float* k, const float* v,
                              const float* q_norm, const float* k_norm, size_t l, int64_t n) const {
     if (s.rec) {  // persistent decode (n = 1, one sequence)
@@ -52,12 +60,19 @@ void CudaCausalLM::normed_linear(CudaState& s, const Weight& w, const float* nor
     }
     LinearFusion f;
     f.norm_w = norm_w, f.eps = eps;
-    fused_gemv(s, w, s.x, y, f);
+    fused_gemv(s, w, s.x, y, f, n);
 }
 
-void CudaCausalLM::fused_gemv(CudaState& s, const Weight& w, const float* x, float* y, const LinearFusion& f) const {
-    if (s.rec && (s.rec->gemv(w, x, y, f) || s.rec->dry())) return;  // persistent decode
-    linear_fused(w, x, 1, y, f, s.stream, nullptr, 0);  // native (choose_decode_fusion): no scratch
+void CudaCausalLM::fused_gemv(CudaState& s, const Weight& w, const float* x, float* y, const LinearFusion& f,
+                              int64_t n) const {
+    if (n == 1) {
+        if (s.rec && (s.rec->gemv(w, x, y, f) || s.rec->dry())) return;  // persistent decode
+        linear_fused(w, x, 1, y, f, s.stream, nullptr, 0);  // native (choose_decode_fusion): no scratch
+        return;
+    }
+    GemvTuning t;
+    t.kernel = 1;  // the fusable kernel (choose_decode_fusion checked it takes every decode weight at 2-8 rows)
+    linear_fused(w, x, n, y, f, s.stream, nullptr, 0, &t);
 }
 
 void CudaCausalLM::embed(CudaState& s, const Weight& table, int64_t n) const {
@@ -85,7 +100,7 @@ const float* CudaCausalLM::residual_linear(CudaState& s, const Weight& w, const 
     }
     LinearFusion f;
     f.accumulate = true;
-    fused_gemv(s, w, x_in, s.x, f);
+    fused_gemv(s, w, x_in, s.x, f, n);
     return nullptr;
 }
 
@@ -93,10 +108,10 @@ const float* CudaCausalLM::swiglu_mlp(CudaState& s, const float* pending, const 
                                       const Weight& gate_up, const Weight& gate, const Weight& up, const Weight& down,
                                       int64_t n, int64_t I, bool fz) const {
     if (fz) {  // [gate | up] = RMSNorm(x)·Wᵀ; x += SwiGLU([gate | up])·downᵀ
-        normed_linear(s, gate_up, post_norm, eps, 1, s.t0, true);
+        normed_linear(s, gate_up, post_norm, eps, n, s.t0, true);
         LinearFusion f;
         f.swiglu = true, f.accumulate = true;
-        fused_gemv(s, down, s.t0, s.x, f);
+        fused_gemv(s, down, s.t0, s.x, f, n);
         return nullptr;
     }
     add_rmsnorm(s.x, pending, post_norm, s.xn, n, info_.hidden_size, eps, s.stream);
@@ -113,8 +128,8 @@ const float* CudaCausalLM::swiglu_mlp(CudaState& s, const float* pending, const 
 
 void CudaCausalLM::lm_head(CudaState& s, const float* pending, const float* final_norm, int64_t n, bool all_rows,
                            float eps, bool fz) const {
-    if (fz) {
-        normed_linear(s, head_, final_norm, eps, 1, s.logits, true);
+    if (fz) {  // n = 1, or the rows of a batched decode (logits [n, vocab])
+        normed_linear(s, head_, final_norm, eps, n, s.logits, true);
         return;
     }
     const int64_t H = info_.hidden_size;
@@ -146,6 +161,14 @@ void CudaCausalLM::choose_decode_fusion(const std::vector<const Weight*>& decode
     }();
     fuse_decode_ = !off;
     for (const Weight* w : decode_weights) fuse_decode_ = fuse_decode_ && !w->empty() && linear_fused_native(*w, 1);
+    static const int64_t rows_max = [] {  // fused() says why 2
+        const char* e = std::getenv("EMBER_FUSE_ROWS");
+        return e && e[0] >= '0' && e[0] <= '8' && e[1] == 0 ? int64_t(e[0] - '0') : int64_t(2);
+    }();
+    fuse_rows_ = fuse_decode_ ? std::max<int64_t>(rows_max, 1) : 1;
+    for (int64_t n = 2; n <= fuse_rows_; ++n)
+        for (const Weight* w : decode_weights)
+            if (!linear_fused_native_q(*w, n)) fuse_rows_ = std::min(fuse_rows_, n - 1);
 }
 
 void CudaCausalLM::finish_init(int64_t widest, int64_t capacity) {

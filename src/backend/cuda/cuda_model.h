@@ -181,7 +181,19 @@ protected:
     // y: one GEMM over the stacked weight where the tensor-core path takes it (n > 8), else lin() per part.
     void lin_parts(CudaState& s, const Weight& stacked, std::initializer_list<const Weight*> parts,
                    std::initializer_list<float*> ys, const float* x, int64_t n) const;
-    // Shared pieces of run(). Two ways to run a block, chosen by `fz` (= n == 1 && fuse_decode_):
+    // The fused form for a batched decode of a few rows: y_k = RMSNorm(s.x)·W_kᵀ, one GEMV over the stacked weight.
+    void lin_parts_fused(CudaState& s, const Weight& stacked, std::initializer_list<const Weight*> parts,
+                         std::initializer_list<float*> ys, const float* norm_w, float eps, int64_t n) const;
+    // Whether run() fuses a step of n rows: one sequence's token, or 2..fuse_rows_ rows of a batched decode.
+    // The fused GEMVs re-derive the prologue (RMSNorm factors, SwiGLU) in every block from all n rows of x, and
+    // the down projection loses the mma kernel, so fusing pays only for few rows (H200, GPU µs per step, fused /
+    // unfused, synthetic 2B: 2 rows 1,176 / 1,316, 3: 1,432 / 1,562, 4: 1,537 / 1,599, 6: 2,203 / 1,946, 8:
+    // 2,456 / 2,053; 9B: 2 rows 3,129 / 3,477, 3: 4,425 / 4,259, 8: 8,038 / 6,245): default 2 rows
+    // (EMBER_FUSE_ROWS=N: up to N ≤ 8 rows, 0 or 1: one row only).
+    bool fused(const CudaState& s, int64_t n) const {
+        return fuse_decode_ && (n == 1 || (s.rows_mode && n <= fuse_rows_));
+    }
+    // Shared pieces of run(). Two ways to run a block, chosen by `fz` (= fused(s, n)):
     //  - unfused: add_rmsnorm(s.x, pending, norm, s.xn) first, the GEMVs read s.xn, the block's output lands in
     //    s.y and is returned as the next `pending` (added to s.x by the next add_rmsnorm);
     //  - fused (decode): the GEMVs that read the block input apply the RMSNorm to s.x themselves, the output
@@ -190,7 +202,9 @@ protected:
     void normed_linear(CudaState& s, const Weight& w, const float* norm_w, float eps, int64_t n, float* y,
                        bool fz) const;
     // The fused GEMVs of a decode step (linear_fused with `f`), offered to the persistent decode recorder first.
-    void fused_gemv(CudaState& s, const Weight& w, const float* x, float* y, const LinearFusion& f) const;
+    // n > 1 (batched rows): the streaming q kernel forced (linear_fused_native_q, checked by choose_decode_fusion).
+    void fused_gemv(CudaState& s, const Weight& w, const float* x, float* y, const LinearFusion& f,
+                    int64_t n = 1) const;
     // residual_linear: x_in·Wᵀ added to s.x (fused; returns nullptr) or written to s.y (returns s.y).
     const float* residual_linear(CudaState& s, const Weight& w, const float* x_in, int64_t n, bool fz) const;
     // The post-attention half of a block: [add_rmsnorm(s.x, pending, post_norm) →] SwiGLU MLP (one GEMV over
@@ -207,12 +221,15 @@ protected:
     void lm_head(CudaState& s, const float* pending, const float* final_norm, int64_t n, bool all_rows, float eps,
                  bool fz) const;
     // Sets fuse_decode_ when every weight a decode step multiplies (the stacked block inputs, the output
-    // projections, [gate|up], down, the head) runs linear_fused natively at n = 1.
+    // projections, [gate|up], down, the head) runs linear_fused natively at n = 1, and fuse_rows_ (the most rows
+    // fused(), above) where they also do at 2..fuse_rows_ rows with the q kernel (a model whose stacked inputs
+    // are not AFFINE sets it to 1 afterwards).
     void choose_decode_fusion(const std::vector<const Weight*>& decode_weights);
     // Before the uploads: when every HOST matrix a decode step multiplies is DeviceArena::repackable_for_fusion,
     // GGML ones are repacked whatever their size, so that choose_decode_fusion can pick the fused path.
     void prefer_fusable_uploads(const std::vector<const Weight*>& decode_weights);
     bool fuse_decode_ = false;
+    int64_t fuse_rows_ = 1;
     // Called by the derived init() last: info from the CPU model, the widest activation row, KV capacity.
     void finish_init(int64_t widest, int64_t capacity);
 

@@ -123,6 +123,8 @@ Status CudaQwen35::init() {
                                    : std::vector<const Weight*>{&L.gdn_in, &L.out, &L.gate_up, &L.down})
             dw.push_back(w);
     choose_decode_fusion(dw);
+    for (const auto& L : layers_)  // fused batched rows: the stacked inputs through the split-output GEMV
+        if ((L.type == LayerType::FULL_ATTENTION ? L.attn_in : L.gdn_in).format != WeightFormat::AFFINE) fuse_rows_ = 1;
     return Status::ok();
 }
 
@@ -163,7 +165,7 @@ void CudaQwen35::run(CudaState& s, int64_t n, bool all_rows) const {
     const int64_t H = c.hidden_size, I = c.intermediate_size;
     const float eps = c.rms_norm_eps;
     cudaStream_t st = s.stream;
-    const bool fz = n == 1 && fuse_decode_;  // norms, SwiGLU and residual adds inside the GEMVs
+    const bool fz = fused(s, n);  // norms, SwiGLU and residual adds inside the GEMVs (1 row, or a few batched rows)
     embed(s, embed_, n);
     const float* pending = nullptr;  // mixer/MLP output not yet added to the residual stream
     for (size_t l = 0; l < layers_.size(); ++l) {
@@ -172,7 +174,9 @@ void CudaQwen35::run(CudaState& s, int64_t n, bool all_rows) const {
         auto stacked_in = [&](const Weight& w) { normed_linear(s, w, L.input_norm, eps, 1, s.t0, fz); };
         if (L.type == LayerType::FULL_ATTENTION) {
             const float *q = s.t0, *k = s.t1, *v = s.t2;
-            if (n == 1 && !L.attn_in.empty()) {  // one GEMV: t0 = [q+gate | k | v]
+            if (fz && n > 1) {  // batched rows: one fused GEMV, its output split into t0 | t1 | t2
+                lin_parts_fused(s, L.attn_in, {&L.q, &L.k, &L.v}, {s.t0, s.t1, s.t2}, L.input_norm, eps, n);
+            } else if (n == 1 && !L.attn_in.empty()) {  // one GEMV: t0 = [q+gate | k | v]
                 stacked_in(L.attn_in);
                 k = s.t0 + L.q.rows;
                 v = k + L.k.rows;
@@ -184,7 +188,10 @@ void CudaQwen35::run(CudaState& s, int64_t n, bool all_rows) const {
             pending = residual_linear(s, L.o, s.t3, n, fz);
         } else {
             const float *qkv = s.t0, *z = s.t1, *b = s.t2, *a = s.t4;
-            if (n == 1 && !L.gdn_in.empty()) {  // one GEMV: t0 = [qkv | z | b | a]
+            if (fz && n > 1) {
+                lin_parts_fused(s, L.gdn_in, {&L.qkv, &L.z, &L.b, &L.a}, {s.t0, s.t1, s.t2, s.t4}, L.input_norm,
+                                eps, n);
+            } else if (n == 1 && !L.gdn_in.empty()) {  // one GEMV: t0 = [qkv | z | b | a]
                 stacked_in(L.gdn_in);
                 z = s.t0 + L.qkv.rows;
                 b = z + L.z.rows;

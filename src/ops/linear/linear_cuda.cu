@@ -171,6 +171,35 @@ bool linear_fused_native(const Weight& W0, int64_t n) {
     return detail::gemv_affine_q(W, nullptr, int(n), nullptr, nullptr, {}, buf, sizeof buf);
 }
 
+bool linear_fused_native_q(const Weight& W0, int64_t n) {
+    const Weight W = dense_view(W0);
+    if (W.format == WeightFormat::TILED) return n >= 1 && n <= 8;
+    if (W.format != WeightFormat::AFFINE || n < 1 || n > 8) return false;
+    GemvTuning t;
+    t.kernel = 1;
+    char buf[96];
+    return detail::gemv_affine_q(W, nullptr, int(n), nullptr, nullptr, t, buf, sizeof buf);
+}
+
+void linear_parts_fused(const Weight& stacked, const Weight* const* parts, float* const* ys, int count,
+                        const float* x, int64_t n, const LinearFusion& f, cudaStream_t stream) {
+    EMBER_CHECK(count >= 1 && count <= 4 && parts && ys && x, "linear_parts_fused: %d parts (1..4)", count);
+    EMBER_CHECK(n >= 1 && n <= 8 && !stacked.empty() && stacked.format == WeightFormat::AFFINE,
+                "linear_parts_fused: n=%lld, format %d (AFFINE, 1..8 rows)", (long long)n, int(stacked.format));
+    EMBER_CHECK(!(f.norm_w && f.swiglu), "linear_parts_fused: RMSNorm and SwiGLU prologues are exclusive");
+    GemmOutSplit out;
+    out.parts = count;
+    int64_t r = 0;
+    for (int k = 0; k < count; ++k) r += parts[k]->rows, out.end[k] = r, out.y[k] = ys[k];
+    EMBER_CHECK(r == stacked.rows, "linear_parts_fused: parts of %lld rows, stacked weight of %lld", (long long)r,
+                (long long)stacked.rows);
+    GemvTuning t;
+    t.kernel = 1;
+    EMBER_CHECK(detail::gemv_affine_q(stacked, x, int(n), nullptr, stream, t, nullptr, 0, &f, &out),
+                "linear_parts_fused: the streaming GEMV does not take this weight (%lld x %lld, %d-bit)",
+                (long long)stacked.rows, (long long)stacked.cols, stacked.bits);
+}
+
 size_t linear_fused_scratch_floats(const Weight& W, int64_t n) { return size_t(n) * size_t(W.cols + W.rows); }
 
 void linear_fused(const Weight& W0, const float* x, int64_t n, float* y, const LinearFusion& f, cudaStream_t stream,

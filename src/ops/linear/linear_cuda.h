@@ -83,6 +83,13 @@ void linear_fused(const Weight& W, const float* x, int64_t n, float* y, const Li
                   float* scratch, size_t scratch_floats, const GemvTuning* tune = nullptr);
 size_t linear_fused_scratch_floats(const Weight& W, int64_t n);
 bool linear_fused_native(const Weight& W, int64_t n);
+// As linear_fused_native, with the streaming q kernel forced for AFFINE weights (what linear_fused runs with
+// GemvTuning::kernel = 1; the default picks the unfusable mma kernel for 4-8 rows of K ≥ 6144).
+bool linear_fused_native_q(const Weight& W, int64_t n);
+// linear_fused's native one-kernel form over a stacked AFFINE weight (n ≤ 8, q kernel), the output split by rows
+// as linear_parts; refused (EMBER_CHECK) where linear_fused_native_q(stacked, n) is false.
+void linear_parts_fused(const Weight& stacked, const Weight* const* parts, float* const* ys, int count,
+                        const float* x, int64_t n, const LinearFusion& f, cudaStream_t stream);
 
 // y[t, r] += b[r] for t < n, r < rows (a projection's bias, added after linear() as the CPU does: one fp32 add).
 // y, b device pointers; capturable.

@@ -153,7 +153,7 @@ TEST(GemmQCuda, DeterministicAndCapturable) {
 // The output split by rows into separate arrays (a stacked weight's parts: Qwen3.5's [qkv | z | b | a]): the
 // parts laid end to end in one poisoned buffer, each [n, rows_k], against the reference rows they hold; tiles of
 // both kernels, with and without a K split (the reduction writes the parts), parts smaller than a row tile and
-// straddling tile edges; linear_parts() for n ≤ 8 (a linear() per part) and n > 8 (one GEMM).
+// straddling tile edges; linear_parts() for n ≤ 8 (the split GEMV) and n > 8 (one GEMM); linear_parts_fused().
 TEST(GemmQCuda, OutputSplitByRows) {
     SKIP_WITHOUT_GPU();
     const int64_t rows = 300;
@@ -211,6 +211,39 @@ TEST(GemmQCuda, OutputSplitByRows) {
                            DeviceBuffer ws = dalloc(b ? b : 1);
                            linear_parts(c->dw, pv, out.y, 4, c->d_x.as<float>(), n, nullptr, ws.get(), b);
                        });
+    }
+    // The fused form of batched decode rows (RMSNorm prologue, q kernel): its parts hold exactly what
+    // linear_fused over the whole weight writes (the same kernel and plan; linear_fused is tested against the
+    // separate ops in linear_fused_cuda_test.cpp).
+    std::vector<float> nw(size_t(c->cols));
+    for (size_t i = 0; i < nw.size(); ++i) nw[i] = 0.5f + 0.001f * float(i % 997);
+    DeviceBuffer dn = dalloc(nw.size() * 4);
+    copy_to_device(dn.get(), nw.data(), nw.size() * 4);
+    LinearFusion f;
+    f.norm_w = dn.as<float>(), f.eps = 1e-6f;
+    ASSERT_TRUE(linear_fused_native_q(c->dw, 8));
+    for (int64_t n : {int64_t(2), int64_t(5), int64_t(8)}) {
+        SCOPED_TRACE(testing::Message() << "linear_parts_fused n=" << n);
+        const size_t ny = size_t(n * rows);
+        DeviceBuffer whole = dalloc(ny * 4), parts = dalloc(ny * 4);
+        CUDA_CHECK(cudaMemset(parts.get(), 0xff, ny * 4));
+        GemvTuning t;
+        t.kernel = 1;
+        linear_fused(c->dw, c->d_x.as<float>(), n, whole.as<float>(), f, nullptr, nullptr, 0, &t);
+        GemmOutSplit out;
+        parts_of(parts.as<float>(), n, out);
+        linear_parts_fused(c->dw, pv, out.y, 4, c->d_x.as<float>(), n, f, nullptr);
+        CUDA_CHECK(cudaDeviceSynchronize());
+        std::vector<float> w(ny), p(ny);
+        copy_to_host(w.data(), whole.get(), ny * 4);
+        copy_to_host(p.data(), parts.get(), ny * 4);
+        split_layout(n, ref, src);
+        int bad = 0;
+        for (size_t i = 0; i < ny && bad < 5; ++i)
+            if (std::memcmp(&p[i], &w[src[i]], 4) != 0) {
+                ADD_FAILURE() << "part element " << i << " = " << p[i] << ", whole " << w[src[i]];
+                ++bad;
+            }
     }
 }
 
