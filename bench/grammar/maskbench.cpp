@@ -180,8 +180,8 @@ int main(int argc, char** argv) {
             for (int32_t t : tl["tokens"][ti]) {
                 const Grammar::CacheStats cs0 = steps ? g.value()->cache_stats() : Grammar::CacheStats{};
                 const double tm = now_us();
-                m.fill_mask(mask.data());
-                const bool allowed = (mask[size_t(t) >> 5] >> (t & 31)) & 1;
+                const bool mask_ok = m.fill_mask(mask.data()).is_ok();  // over the work bound: nothing allowed
+                const bool allowed = mask_ok && ((mask[size_t(t) >> 5] >> (t & 31)) & 1);
                 bool acc = false;
                 if (allowed) acc = m.accept(t).is_ok();
                 const double us = now_us() - tm;

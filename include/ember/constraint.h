@@ -3,6 +3,7 @@
 // of allowed tokens, reports the chosen token, and ends the sequence (COMPLETE) once the constraint is done.
 #pragma once
 #include <cstdint>
+#include <string>
 
 #include "ember/status.h"
 
@@ -15,6 +16,9 @@ public:
     virtual void fill_mask(uint32_t* words) = 0;
     virtual Status accept(int32_t token) = 0;  // an error ends generation with that error
     virtual bool done() const = 0;             // nothing more may follow (e.g. end of sequence accepted)
+    // Why the last fill_mask allowed nothing when the constraint itself failed (a grammar too ambiguous for the
+    // matcher's work bound, say); empty when the text simply cannot continue. The sequence ends with this error.
+    virtual std::string failure() const { return {}; }
     // Tokens that may still be selected, this selection included (called before each fill_mask), so that a
     // constraint can steer towards an end in time.
     virtual void set_remaining(int64_t tokens) {}

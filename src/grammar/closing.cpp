@@ -51,9 +51,11 @@ void Runtime::compute_distances() {
         }
 }
 
-int64_t Runtime::chain_distance(int32_t node) const {
+int64_t Runtime::chain_distance(int32_t node) {
     int64_t d = 0;
     for (int32_t x = node; x >= 0; x = parent_[size_t(x)]) {
+        tick();
+        if (over_) return kInf;
         d += dist_[size_t(gs_[size_t(x)])];
         if (d >= kInf) return kInf;
     }
@@ -61,6 +63,7 @@ int64_t Runtime::chain_distance(int32_t node) const {
 }
 
 int64_t Runtime::completion_distance(const Config& c) {
+    begin_work();
     if (dist_.empty()) compute_distances();
     if (c.complete) return 0;
     int64_t best = kInf;
@@ -95,7 +98,9 @@ void Runtime::emit_frame(int32_t gs, std::string& out, int depth) const {
     }
 }
 
+// Over the work bound: empty (no completion known).
 std::string Runtime::shortest_completion(const Config& c) {
+    begin_work();
     if (dist_.empty()) compute_distances();
     std::string out;
     if (c.complete || c.heads.empty()) return out;
@@ -105,7 +110,7 @@ std::string Runtime::shortest_completion(const Config& c) {
         const int64_t d = chain_distance(h);
         if (d < bd) { bd = d; best = h; }
     }
-    if (best < 0) return out;
+    if (best < 0 || over_) return out;
     for (int32_t x = best; x >= 0; x = parent_[size_t(x)]) emit_frame(gs_[size_t(x)], out, 0);
     return out;
 }
@@ -131,6 +136,10 @@ std::vector<int32_t> Runtime::completion_plan(const Config& c, bool* ok) {
     *ok = true;
     if (c.complete) return plan;
     const std::string s = shortest_completion(c);
+    if (over_) {
+        *ok = false;
+        return plan;
+    }
     const Trie& T = t_->trie();
     for (size_t i = 0; i < s.size();) {
         const uint32_t node = longest_token(T, s, i);

@@ -612,6 +612,8 @@ private:
                 cg->call_begin[gs + 1] = uint32_t(cg->calls.size());
             }
         cg->root_start = base[0];
+        cg->max_match_work = lim_.max_match_work;
+        cg->max_stack_nodes = lim_.max_stack_nodes;
         return std::shared_ptr<const CompiledGrammar>(std::move(cg));
     }
 

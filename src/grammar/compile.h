@@ -23,6 +23,12 @@ struct CompileLimits {
     int64_t max_nfa_states = 1'000'000;  // over all rules
     int64_t max_dfa_states = 200'000;    // over all rules
     int64_t max_subset_work = 30'000'000;  // Σ NFA states over all DFA states built (subset construction cost)
+    // The matcher's bounds (runtime.h): an ambiguous grammar (a nullable rule recursing under a repeat) makes the
+    // stack graph grow with every byte, so one mask, one token or one closing plan may cost this many steps
+    // (stack nodes visited, heads stepped, trie nodes walked), and a grammar may hold this many stack nodes;
+    // beyond them the matcher refuses with an error.
+    int64_t max_match_work = 50'000'000;
+    int64_t max_stack_nodes = 1'000'000;
 };
 
 struct Call {
@@ -44,6 +50,8 @@ struct CompiledGrammar {
     std::vector<std::string> rule_names;
     std::vector<int32_t> rule_start;   // [rules] start gs of each called rule (-1: inlined everywhere)
     int32_t root_start = -1;
+    int64_t max_match_work = CompileLimits{}.max_match_work;    // from the CompileLimits it was compiled with
+    int64_t max_stack_nodes = CompileLimits{}.max_stack_nodes;
 
     int64_t n_states() const { return int64_t(flags.size()); }
     int32_t step(int32_t gs, uint8_t b) const { return next[size_t(gs) * size_t(n_classes) + byte_class[b]]; }

@@ -52,7 +52,10 @@ inline int compare_masks_on_walks(const GrammarIR& ir, std::shared_ptr<const Tok
         std::string text;
         for (int step = 0; step < max_steps; ++step) {
             std::vector<uint32_t> mask(size_t(m.mask_words()), 0xdeadbeefu);
-            m.fill_mask(mask.data());
+            if (Status fs = m.fill_mask(mask.data()); !fs) {
+                ADD_FAILURE() << fs.message();
+                return compared;
+            }
             std::vector<int32_t> allowed;
             int bad = 0;
             for (int32_t t = 0; t < V; ++t) {

@@ -99,7 +99,7 @@ void Runtime::walk(const Trie& T, uint32_t at, const Config& c, OnTok& on_tok, O
         return;
     }
     Config& n = cfg_[size_t(T.depth[at]) + 1];
-    for (uint32_t j = at + 1; j < T.end[at]; j = T.end[j]) {
+    for (uint32_t j = at + 1; j < T.end[at] && !over_; j = T.end[j]) {
         bool sp = false;
         ++stats_.visited_general;
         if (!step(c, T.byte[j], n, &sp)) continue;
@@ -128,7 +128,7 @@ void Runtime::walk_fast(const Trie& T, uint32_t at, int32_t head, OnTok& on_tok,
     bool have_popped = false, popped_sentinel = false;
     const uint32_t stop = T.end[at];
     uint32_t j = at + 1;
-    while (j < stop) {
+    while (j < stop && !over_) {
         const int32_t s = next[size_t(st[T.depth[j] - 1]) * nc + cls[T.byte[j]]];
         if (s < 0) {
             j = T.end[j];
@@ -136,6 +136,7 @@ void Runtime::walk_fast(const Trie& T, uint32_t at, int32_t head, OnTok& on_tok,
         }
         st[T.depth[j]] = s;
         ++stats_.visited;
+        tick();
         for (uint32_t k = T.tok_begin[j]; k < T.tok_begin[j + 1]; ++k) on_tok(T.toks[k]);
         const uint8_t f = flags[s];
         if (T.end[j] > j + 1) {
@@ -175,10 +176,12 @@ void Runtime::walk_fast(const Trie& T, uint32_t at, int32_t head, OnTok& on_tok,
 }
 
 const InnerEntry& Runtime::inner(int32_t gs) {
+    static const InnerEntry kNone;
     int32_t& idx = inner_of_[size_t(gs)];
     if (idx < 0) {
         auto e = std::make_unique<InnerEntry>();
         compute_inner(gs, *e);
+        if (over_) return kNone;  // cut short: not kept
         idx = int32_t(inner_.size());
         inner_.push_back(std::move(e));
         stats_.inner_computed++;
@@ -230,7 +233,8 @@ void Runtime::compute_inner(int32_t gs, InnerEntry& e) {
     if (!pairs.empty()) e.edges = edge_set(std::move(pairs));
 }
 
-void Runtime::fill_mask(const Config& c, uint32_t* words) {
+bool Runtime::fill_mask(const Config& c, uint32_t* words) {
+    begin_work();
     const int64_t W = t_->mask_words();
     std::vector<int32_t> key = c.heads;
     if (c.complete) key.push_back(-3);
@@ -243,7 +247,7 @@ void Runtime::fill_mask(const Config& c, uint32_t* words) {
             std::memset(words, 0, size_t(W) * 4);
             it->second.or_into(words);
         }
-        return;
+        return true;
     }
     stats_.cache_misses++;
     scratch_words_.assign(size_t(W), 0u);
@@ -251,6 +255,7 @@ void Runtime::fill_mask(const Config& c, uint32_t* words) {
     std::vector<uint32_t> top;
     IdCollector acc(m, W, top);
     for (int32_t h : c.heads) {
+        if (over_) break;
         const InnerEntry& e = inner(gs_[size_t(h)]);
         acc.add(e.inner);
         const int32_t p = parent_[size_t(h)];
@@ -265,6 +270,10 @@ void Runtime::fill_mask(const Config& c, uint32_t* words) {
         auto no_edge = [](uint32_t) {};
         walk(es.suffixes, 0, pc, on_group, no_edge);
     }
+    if (over_) {
+        std::memset(words, 0, size_t(W) * 4);
+        return false;
+    }
     if (c.complete)
         for (int32_t t : t_->eos()) acc.add(t);
     std::memcpy(words, m, size_t(W) * 4);
@@ -275,6 +284,7 @@ void Runtime::fill_mask(const Config& c, uint32_t* words) {
     TokenSet& ts = masks_[std::move(key)];
     acc.store(ts);
     mask_bytes_ += ts.bytes() + 64;
+    return true;
 }
 
 }  // namespace ember::grammar

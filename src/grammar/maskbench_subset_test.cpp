@@ -52,7 +52,10 @@ bool run(const std::shared_ptr<Grammar>& g, const std::vector<int32_t>& toks) {
     std::string dbg_text;
     std::vector<uint32_t> mask(size_t(m.mask_words()));
     for (int32_t t : toks) {
-        m.fill_mask(mask.data());
+        if (Status st = m.fill_mask(mask.data()); !st) {
+            ADD_FAILURE() << st.message();
+            return false;
+        }
         const bool allowed = test::bit(mask, t);
         EXPECT_EQ(allowed, m.allows(t)) << "mask and accept disagree on token " << t << " '" << g->vocab().bytes(t) << "' after " << dbg_text;
         dbg_text += g->vocab().bytes(t);

@@ -1,6 +1,7 @@
 // Grammar and Matcher (matcher.h): thin wrappers over the runtime, with per-token history for rollback.
 #include "grammar/matcher.h"
 
+#include <cstdio>
 #include <cstring>
 
 #include "grammar/runtime.h"
@@ -39,6 +40,7 @@ void Matcher::reset() {
     std::lock_guard<std::mutex> lk(g_->runtime().mutex());
     states_.assign(1, g_->runtime().initial());
     ended_.assign(1, false);
+    initial_ = g_->runtime().over() ? Status::error(g_->runtime().over_message()) : Status::ok();
 }
 
 int32_t Matcher::vocab_size() const { return g_->vocab().vocab_size(); }
@@ -47,14 +49,15 @@ int64_t Matcher::mask_words() const { return g_->vocab().mask_words(); }
 bool Matcher::is_complete() const { return !ended_.back() && states_.back().complete; }
 bool Matcher::is_terminated() const { return ended_.back() || (states_.back().complete && states_.back().heads.empty()); }
 
-void Matcher::fill_mask(uint32_t* words) {
-    if (ended_.back()) {
+Status Matcher::fill_mask(uint32_t* words) {
+    if (ended_.back() || !initial_) {
         std::memset(words, 0, size_t(mask_words()) * 4);
-        return;
+        return initial_;
     }
     Runtime& rt = g_->runtime();
     std::lock_guard<std::mutex> lk(rt.mutex());
-    rt.fill_mask(states_.back(), words);
+    if (!rt.fill_mask(states_.back(), words)) return Status::error(rt.over_message());
+    return Status::ok();
 }
 
 int64_t Matcher::completion_distance() {
@@ -114,17 +117,22 @@ Status Matcher::accept(int32_t token) {
     }
     const std::string& b = v.bytes(token);
     EMBER_REQUIRE(!b.empty(), "grammar: token %d has no text (special token) and is never allowed", token);
-    Status st = accept_bytes(b);
-    if (!st) return errorf("grammar: token %d is not allowed here", token);
-    return st;
+    char rejected[64];
+    std::snprintf(rejected, sizeof rejected, "grammar: token %d is not allowed here", token);
+    return advance(b, rejected);
 }
 
 Status Matcher::accept_bytes(std::string_view bytes) {
     EMBER_REQUIRE(!ended_.back(), "grammar: text after end of sequence");
+    return advance(bytes, "grammar: text rejected");
+}
+
+Status Matcher::advance(std::string_view bytes, const char* rejected) {
+    EMBER_TRY(initial_);
     Runtime& rt = g_->runtime();
     std::lock_guard<std::mutex> lk(rt.mutex());
     Config c = states_.back();
-    EMBER_REQUIRE(rt.consume(c, std::string(bytes)), "grammar: text rejected");
+    if (!rt.consume(c, std::string(bytes))) return Status::error(rt.over() ? rt.over_message() : rejected);
     states_.push_back(std::move(c));
     ended_.push_back(false);
     return Status::ok();

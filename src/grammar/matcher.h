@@ -54,9 +54,10 @@ public:
 
     int32_t vocab_size() const;
     int64_t mask_words() const;
-    // words[mask_words()] ← the tokens allowed now. After end-of-sequence was accepted: nothing.
-    void fill_mask(uint32_t* words);
-    // Advances by one token; an error (state unchanged) when it is not allowed.
+    // words[mask_words()] ← the tokens allowed now. After end-of-sequence was accepted: nothing. An error (words
+    // zero) when the grammar is too ambiguous for the matcher's work bound (CompileLimits::max_match_work).
+    Status fill_mask(uint32_t* words);
+    // Advances by one token; an error (state unchanged) when it is not allowed or over the work bound.
     Status accept(int32_t token);
     // Advances by raw bytes (e.g. text forced by the caller); an error (state unchanged) if rejected.
     Status accept_bytes(std::string_view bytes);
@@ -76,9 +77,11 @@ public:
     bool is_terminated() const;  // EOS was accepted, or the text is complete and nothing may follow
 
 private:
+    Status advance(std::string_view bytes, const char* rejected);  // accept / accept_bytes after their checks
     std::shared_ptr<Grammar> g_;
     std::vector<Config> states_;  // states_[0] = initial; one more per accepted token
     std::vector<bool> ended_;     // EOS accepted at that step
+    Status initial_ = Status::ok();  // the initial configuration was over the work bound (then every mask is empty)
 };
 
 }  // namespace ember::grammar

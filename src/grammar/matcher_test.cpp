@@ -168,7 +168,7 @@ TEST(Matcher, ClosingMaskEndsTheText) {
         Matcher m(g);
         const int steps = int(rng() % 25);
         for (int s = 0; s < steps; ++s) {  // a random prefix
-            m.fill_mask(mask.data());
+            ASSERT_TRUE(m.fill_mask(mask.data()));
             std::vector<int32_t> ok;
             for (int32_t t = 0; t < v->vocab_size(); ++t)
                 if (test::bit(mask, t) && !v->is_eos(t)) ok.push_back(t);
@@ -213,20 +213,89 @@ TEST(Matcher, RollbackAndEos) {
     ASSERT_TRUE(m.accept(c).is_ok());
     EXPECT_TRUE(m.is_terminated());  // complete, nothing can follow
     std::vector<uint32_t> mask(size_t(m.mask_words()));
-    m.fill_mask(mask.data());
+    ASSERT_TRUE(m.fill_mask(mask.data()));
     for (int32_t t = 0; t < v->vocab_size(); ++t) EXPECT_EQ(test::bit(mask, t), t == eos) << t;
     ASSERT_TRUE(m.rollback(2).is_ok());
     EXPECT_EQ(m.n_tokens(), 1);
-    m.fill_mask(mask.data());
+    ASSERT_TRUE(m.fill_mask(mask.data()));
     EXPECT_TRUE(test::bit(mask, ab));
     EXPECT_TRUE(test::bit(mask, c));
     EXPECT_TRUE(test::bit(mask, eos));
     EXPECT_FALSE(m.rollback(5).is_ok());
     ASSERT_TRUE(m.accept(eos).is_ok());
     EXPECT_TRUE(m.is_terminated());
-    m.fill_mask(mask.data());
+    ASSERT_TRUE(m.fill_mask(mask.data()));
     for (uint32_t w : mask) EXPECT_EQ(w, 0u);
     EXPECT_FALSE(m.accept(ab).is_ok());
+}
+
+// A rule that can match nothing, recursing under a repeat (found by fuzzing, tests/fuzz/corpus/regress-timeout-
+// 07ed6732-*): every byte multiplies the stacks the matcher tracks, so masks cost more with each token. The work
+// bound turns that into a clear error (mask zero) instead of an unbounded wait; no operation exceeds it.
+TEST(Matcher, AmbiguousRecursionStopsAtTheWorkBound) {
+    auto v = test::synthetic_vocab({}, "abxy", 3000, 7);
+    auto ir = parse_gbnf(R"(root ::= ("ab" | "") | . [a-z] root{0,5})");
+    ASSERT_TRUE(ir.is_ok()) << ir.message();
+    CompileLimits lim;
+    lim.max_match_work = 2'000'000, lim.max_stack_nodes = 20'000;  // a fortieth / a fiftieth of the defaults
+    auto g = Grammar::create(ir.value(), v, lim);
+    ASSERT_TRUE(g.is_ok()) << g.message();
+    Matcher m(g.value());
+    std::vector<uint32_t> mask(size_t(m.mask_words()));
+    Status failed = Status::ok();
+    for (int step = 0; step < 200 && failed; ++step) {
+        std::fill(mask.begin(), mask.end(), 0xdeadbeefu);
+        failed = m.fill_mask(mask.data());
+        if (!failed) break;
+        // The longest allowed token: the text (and the stack graph) grows fastest.
+        int32_t pick = -1;
+        for (int32_t t = 0; t < v->vocab_size(); ++t)
+            if (test::bit(mask, t) && !v->is_eos(t) && (pick < 0 || v->bytes(t).size() > v->bytes(pick).size())) pick = t;
+        ASSERT_GE(pick, 0);
+        failed = m.accept(pick);
+    }
+    ASSERT_FALSE(failed.is_ok()) << "the ambiguous grammar never reached the bound";
+    EXPECT_GE(m.n_tokens(), 1);  // the first masks are fine: the growth with the text is what stops it
+    EXPECT_LE(g.value()->cache_stats().stack_nodes, 20'000);
+    EXPECT_NE(failed.message().find("its limit of"), std::string::npos) << failed.message();
+    EXPECT_NE(failed.message().find("ambiguous"), std::string::npos) << failed.message();
+    if (failed.message().find("steps") != std::string::npos && !m.fill_mask(mask.data()).is_ok()) {
+        for (uint32_t w : mask) ASSERT_EQ(w, 0u);  // a refused mask allows nothing
+    }
+    // The first state's mask is still right after the refusals (nothing partial was cached).
+    ASSERT_TRUE(m.rollback(m.n_tokens()).is_ok());
+    ASSERT_TRUE(m.fill_mask(mask.data()));
+    EXPECT_TRUE(test::bit(mask, v->vocab_size() - 1));  // root can match nothing: EOS allowed
+}
+
+TEST(Matcher, TinyWorkBoundRefusesEverythingClearly) {
+    auto v = test::synthetic_vocab({"ab"}, "ab", 0, 1);
+    auto ir = regex_grammar("(ab)+");
+    ASSERT_TRUE(ir.is_ok());
+    for (int64_t work : {int64_t(0), int64_t(1)}) {
+        CompileLimits lim;
+        lim.max_match_work = work;
+        auto g = Grammar::create(ir.value(), v, lim);
+        ASSERT_TRUE(g.is_ok()) << g.message();
+        Matcher m(g.value());
+        std::vector<uint32_t> mask(size_t(m.mask_words()), 0xdeadbeefu);
+        const Status st = m.fill_mask(mask.data());
+        ASSERT_FALSE(st.is_ok()) << work;
+        EXPECT_NE(st.message().find("limit of " + std::to_string(work) + " steps"), std::string::npos) << st.message();
+        for (uint32_t w : mask) EXPECT_EQ(w, 0u);
+        const Status acc = m.accept(256);
+        ASSERT_FALSE(acc.is_ok());
+        EXPECT_NE(acc.message().find("limit of"), std::string::npos) << acc.message();
+    }
+    CompileLimits nodes;
+    nodes.max_stack_nodes = 1;
+    auto g = Grammar::create(ir.value(), v, nodes);
+    ASSERT_TRUE(g.is_ok());
+    Matcher m(g.value());
+    std::vector<uint32_t> mask(size_t(m.mask_words()));
+    const Status st = m.fill_mask(mask.data());
+    if (!st.is_ok()) EXPECT_NE(st.message().find("limit of 1 nodes"), std::string::npos) << st.message();
+    else EXPECT_LE(g.value()->cache_stats().stack_nodes, 1);
 }
 
 }  // namespace

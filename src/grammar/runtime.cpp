@@ -47,6 +47,10 @@ int32_t Runtime::intern(int32_t gs, int32_t parent) {
         h = (h + 1) & m;
     }
     const int32_t id = int32_t(gs_.size());
+    if (int64_t(id) >= g_->max_stack_nodes) {  // the operation fails (over_); any valid id keeps the caller defined
+        over_ = true;
+        return 0;
+    }
     EMBER_CHECK(id < INT32_MAX - 1, "grammar stack table full");
     gs_.push_back(gs);
     parent_.push_back(parent);
@@ -56,6 +60,7 @@ int32_t Runtime::intern(int32_t gs, int32_t parent) {
 }
 
 Config Runtime::initial() {
+    begin_work();
     Config c;
     const int32_t n = intern(g_->root_start, kBottom);
     closure(&n, 1, c, nullptr);
@@ -72,6 +77,8 @@ void Runtime::closure(const int32_t* arrived, size_t n, Config& out, bool* senti
     stack_.assign(arrived, arrived + n);
     const CompiledGrammar& g = *g_;
     while (!stack_.empty()) {
+        tick();
+        if (over_) break;
         const int32_t x = stack_.back();
         stack_.pop_back();
         if (visit_.size() <= size_t(x)) visit_.resize(gs_.size() + gs_.size() / 2 + 64, 0u);
@@ -99,6 +106,7 @@ bool Runtime::step(const Config& in, uint8_t b, Config& out, bool* sentinel_pop)
     const CompiledGrammar& g = *g_;
     const size_t nc = size_t(g.n_classes), cls = g.byte_class[b];
     arrivals_.clear();
+    tick(int64_t(in.heads.size()));
     for (int32_t h : in.heads) {
         const int32_t t = g.next[size_t(gs_[size_t(h)]) * nc + cls];
         if (t >= 0) arrivals_.push_back(intern(t, parent_[size_t(h)]));
@@ -115,13 +123,22 @@ bool Runtime::step(const Config& in, uint8_t b, Config& out, bool* sentinel_pop)
 }
 
 bool Runtime::consume(Config& c, const std::string& bytes) {
+    begin_work();
     Config a = c, b;
     for (unsigned char ch : bytes) {
-        if (!step(a, ch, b, nullptr) || !b.alive()) return false;
+        if (!step(a, ch, b, nullptr) || !b.alive() || over_) return false;
         std::swap(a, b);
     }
     c = std::move(a);
     return true;
+}
+
+std::string Runtime::over_message() const {
+    if (int64_t(gs_.size()) >= g_->max_stack_nodes)
+        return "grammar: the matcher's stack graph reached its limit of " + std::to_string(g_->max_stack_nodes) +
+               " nodes (the grammar is too ambiguous: a rule that can match nothing recursing under a repeat?)";
+    return "grammar: one matcher step exceeded its limit of " + std::to_string(g_->max_match_work) +
+           " steps (the grammar is too ambiguous: a rule that can match nothing recursing under a repeat?)";
 }
 
 Runtime::Stats Runtime::stats() const {

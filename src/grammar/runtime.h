@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -58,6 +59,13 @@ public:
     const TokenIndex& tokens() const { return *t_; }
     std::mutex& mutex() { return mu_; }
 
+    // ---- the work bound (CompiledGrammar::max_match_work / max_stack_nodes) ----
+    // Each public operation below starts a budget; over it, the operation's result is void (no mask, no step)
+    // and over() says so. A highly ambiguous grammar would otherwise cost time growing with the text.
+    void begin_work() { work_ = 0, over_ = false; }
+    bool over() const { return over_; }
+    std::string over_message() const;
+
     // ---- stacks ----
     int32_t intern(int32_t gs, int32_t parent);
     int32_t node_gs(int32_t n) const { return gs_[size_t(n)]; }
@@ -70,8 +78,8 @@ public:
     bool consume(Config& c, const std::string& bytes);  // c ← after bytes; false (c unchanged) if rejected
 
     // ---- masks ----
-    // words[ceil(V/32)] ← tokens allowed from c (EOS ids iff c.complete).
-    void fill_mask(const Config& c, uint32_t* words);
+    // words[ceil(V/32)] ← tokens allowed from c (EOS ids iff c.complete); false (words zero) over the bound.
+    bool fill_mask(const Config& c, uint32_t* words);
     // ---- closing (closing.cpp): the shortest way to complete the text ----
     // Bytes of the shortest completion from c (INT64_MAX: none); the completion itself; the mask of the longest
     // token that starts it (EOS when c is complete): following it ends the text in completion_tokens() steps.
@@ -88,6 +96,9 @@ public:
     Stats stats() const;
 
 private:
+    void tick(int64_t n = 1) {
+        if ((work_ += n) > g_->max_match_work) over_ = true;
+    }
     const InnerEntry& inner(int32_t gs);
     // plain_reach.cpp. The states one plain character leads to from gs (memoized per state); all_live: every
     // plain character is viable; clean: no state inside a multi-byte character accepts or calls.
@@ -109,7 +120,7 @@ private:
     void walk_fast(const Trie& T, uint32_t at, int32_t head, OnTok& on_tok, OnEdge& on_edge);
     void grow_table();
     void compute_distances();
-    int64_t chain_distance(int32_t node) const;  // d(gs) + the return states' distances up the stack
+    int64_t chain_distance(int32_t node);  // d(gs) + the return states' distances up the stack
     void emit_frame(int32_t gs, std::string& out, int depth) const;
     std::vector<int32_t> plain_of_;  // gs → index into plain_ (-1 = not computed)
     std::vector<PlainStep> plain_;
@@ -121,6 +132,8 @@ private:
     std::shared_ptr<const CompiledGrammar> g_;
     std::shared_ptr<const TokenIndex> t_;
     std::mutex mu_;
+    int64_t work_ = 0;
+    bool over_ = false;
     // node table: gs_/parent_ by id; open-addressing hash of ids
     std::vector<int32_t> gs_, parent_;
     std::vector<int32_t> slots_;

@@ -19,7 +19,11 @@ using Clock = std::chrono::steady_clock;
 using Phase = EngineSeq::Phase;
 using Sink = std::function<void(const StepEvent&)>;
 
-constexpr const char* kNoToken = "structured output: no token of the vocabulary can continue the text";
+// A constraint whose mask allowed nothing: its own failure, else that the text cannot continue.
+std::string no_token_message(const TokenConstraint& c) {
+    std::string f = c.failure();
+    return f.empty() ? "structured output: no token of the vocabulary can continue the text" : "structured output: " + f;
+}
 
 bool finite_row(const float* l, int64_t n) {
     for (int64_t i = 0; i < n; ++i)
@@ -166,7 +170,7 @@ void Round::decode_step(const std::vector<EngineSeq*>& rows_in) {
         if (m.cache && pos(s) % m.opt.prefill_chunk == 0) checkpoint(s);
         if (s.phase == Phase::ENDED) continue;
         if (s.device) {
-            if (no_token[size_t(r)]) end(s, SequenceEnd::FAILED, kNoToken);
+            if (no_token[size_t(r)]) end(s, SequenceEnd::FAILED, no_token_message(*s.p.constraint));
             else emit(s, nullptr, ids[size_t(r)]);
             continue;
         }
@@ -187,7 +191,7 @@ void Round::select(EngineSeq& s, const float* logits) {
         s.mask.resize(size_t(token_mask_words(V)));
         c->set_remaining(s.p.max_tokens - s.generated);
         c->fill_mask(s.mask.data());
-        if (token_mask_count(s.mask.data(), V) == 0) return end(s, SequenceEnd::FAILED, kNoToken);
+        if (token_mask_count(s.mask.data(), V) == 0) return end(s, SequenceEnd::FAILED, no_token_message(*c));
         mask = s.mask.data();
     }
     emit(s, logits, s.sampler->sample(logits, V, s.tokens, mask));

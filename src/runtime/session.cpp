@@ -93,6 +93,8 @@ Expected<GenerateStats> Session::generate(const std::vector<int32_t>& prompt, in
         if (constraint) {
             constraint->set_remaining(left);
             constraint->fill_mask(mask.data());
+            const std::string failure = constraint->failure();
+            EMBER_REQUIRE(failure.empty(), "structured output: %s", failure.c_str());
             EMBER_REQUIRE(token_mask_count(m, V) > 0, "structured output: no token of the vocabulary can %s the text",
                           verb);
         }

@@ -12,8 +12,9 @@ void GrammarConstraint::fill_mask(uint32_t* words) {
         plan_ = m_.completion_plan();
         next_ = 0;
     }
+    failure_.clear();
     if (!closing_) {
-        m_.fill_mask(words);
+        if (Status st = m_.fill_mask(words); !st) failure_ = st.message();
     } else if (next_ < plan_.size()) {
         for (int64_t i = 0; i < m_.mask_words(); ++i) words[i] = 0;
         words[size_t(plan_[next_]) >> 5] |= 1u << (plan_[next_] & 31);
@@ -23,6 +24,7 @@ void GrammarConstraint::fill_mask(uint32_t* words) {
 }
 
 Status GrammarConstraint::accept(int32_t token) {
+    if (!failure_.empty()) return Status::error(failure_);  // a device row may select from an unmasked row
     if (closing_ && next_ < plan_.size()) ++next_;
     return m_.accept(token);
 }

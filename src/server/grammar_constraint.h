@@ -20,6 +20,7 @@ public:
     Status accept(int32_t token) override;
     void set_remaining(int64_t tokens) override { remaining_ = tokens; }
     bool done() const override { return m_.is_terminated(); }
+    std::string failure() const override { return failure_; }
     bool complete() const { return m_.is_complete(); }
     bool cut() const { return cut_; }
 
@@ -29,6 +30,7 @@ private:
     bool closing_ = false, cut_ = false;
     std::vector<int32_t> plan_;
     size_t next_ = 0;
+    std::string failure_;  // the matcher's error from the last fill_mask
 };
 
 }  // namespace ember::server

@@ -68,7 +68,8 @@ JobSpec greedy(std::vector<int32_t> prompt, int64_t max_tokens) {
 }
 
 // Reads a job to its end.
-std::vector<int32_t> drain(Job& job, JobEnd* end = nullptr, std::vector<GeneratedToken>* all = nullptr) {
+std::vector<int32_t> drain(Job& job, JobEnd* end = nullptr, std::vector<GeneratedToken>* all = nullptr,
+                           std::string* error = nullptr) {
     std::vector<int32_t> ids;
     JobUpdate u;
     for (;;) {
@@ -79,6 +80,7 @@ std::vector<int32_t> drain(Job& job, JobEnd* end = nullptr, std::vector<Generate
         }
         if (u.end != JobEnd::RUNNING) {
             if (end) *end = u.end;
+            if (error) *error = u.error;
             return ids;
         }
     }
@@ -212,11 +214,12 @@ TEST(EngineQueue, ShutdownLetsShortJobsFinish) {
 // From its `dead_end`-th mask on it allows no token at all.
 class EvenIds : public TokenConstraint {
 public:
-    explicit EvenIds(int n, int dead_end = -1) : n_(n), dead_end_(dead_end) {}
+    explicit EvenIds(int n, int dead_end = -1, std::string why = "") : n_(n), dead_end_(dead_end), why_(std::move(why)) {}
     void fill_mask(uint32_t* w) override {
         w[0] = 0;
         w[1] = 0;
-        if (masks++ == dead_end_) return;
+        dead_ = masks++ == dead_end_;
+        if (dead_) return;
         for (int v = 0; v < 20; v += 2) w[0] |= 1u << v;
     }
     Status accept(int32_t t) override {
@@ -226,12 +229,15 @@ public:
     }
     bool done() const override { return int(accepted.size()) >= n_; }
     void set_remaining(int64_t r) override { remaining.push_back(r); }
+    std::string failure() const override { return dead_ ? why_ : std::string(); }
     std::vector<int32_t> accepted;
     std::vector<int64_t> remaining;
     int masks = 0;
 
 private:
     int n_, dead_end_;
+    std::string why_;
+    bool dead_ = false;
 };
 
 TEST(EngineQueue, ConstraintMasksEveryTokenAndEndsTheJob) {
@@ -347,6 +353,27 @@ TEST(EngineQueue, ADeviceRowWithNoAllowedTokenFailsAlone) {
     EXPECT_EQ(drain(*b, &end), expected(7, 8));
     EXPECT_EQ(end, JobEnd::LENGTH);
 }
+
+// A constraint that fails itself (a grammar over the matcher's work bound): the sequence ends with its reason, on
+// a device row (BatchToyLM) and on a host row (ToyLM).
+template <class LM>
+void expect_constraint_failure_reported() {
+    QueueOptions o;
+    o.max_seqs = 2;
+    RigOf<LM> r(o, std::chrono::milliseconds(2));
+    auto c = std::make_shared<EvenIds>(100, /*dead_end=*/2, "grammar: one matcher step exceeded its limit");
+    JobSpec cs = greedy({5}, 8);
+    cs.constraint = c;
+    auto a = r.submit(cs);
+    JobEnd end;
+    std::string error;
+    const std::vector<int32_t> ids = drain(*a, &end, nullptr, &error);
+    EXPECT_EQ(end, JobEnd::FAILED);
+    EXPECT_NE(error.find("structured output: grammar: one matcher step exceeded its limit"), std::string::npos) << error;
+    EXPECT_EQ(ids.size(), 2u);
+}
+TEST(EngineQueue, AConstraintsOwnFailureIsTheErrorOnADeviceRow) { expect_constraint_failure_reported<BatchToyLM>(); }
+TEST(EngineQueue, AConstraintsOwnFailureIsTheErrorOnAHostRow) { expect_constraint_failure_reported<ToyLM>(); }
 
 // A sequence's tokens do not depend on what else is in the batch: sampled alone, and among others with other
 // seeds and parameters, on the host path (ToyLM) and on the batch-sampler path (BatchToyLM).

@@ -11,6 +11,10 @@
 // two-hundredth; corpus regress-timeout-*, the long runs of 2026-12-03). The subset-construction budget too: a
 // regex with a repeat count of 2,224 (regress-timeout-277ddeb2) builds closures of thousands of NFA states per DFA
 // state and stopped only at the DFA-state limit: 96 ms natively, 3 s under ASan, with the default 30 M steps.
+// The matcher's work bounds too (CompileLimits::max_match_work, max_stack_nodes): a GBNF root recursing under a
+// repeat through a rule that can match nothing (regress-timeout-07ed6732) grows the stack graph with every byte,
+// 829 ms natively for the walk before the bound; a mask or token over the bound is a refusal (an error naming the
+// limit, mask zero), which ends the walk.
 #include <vector>
 
 #include "fuzz_util.h"
@@ -62,12 +66,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (!ir) return 0;
     CompileLimits lim;
     lim.max_nfa_states /= 200, lim.max_dfa_states /= 200, lim.max_subset_work /= 200;
+    lim.max_match_work /= 200, lim.max_stack_nodes /= 200;
     auto g = Grammar::create(*ir, vocab(), lim);
     if (!g) return 0;
     Matcher m(*g);
     const int32_t V = m.vocab_size();
     std::vector<uint32_t> first(size_t(m.mask_words())), mask(first.size());
-    m.fill_mask(first.data());
+    if (!m.fill_mask(first.data())) return 0;  // over the matcher's work bound: refused (words zero)
     mask = first;
     int accepted = 0;
     for (int step = 0; step < 6; ++step) {
@@ -79,14 +84,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         for (int32_t t = 0; t < V && pick < 0; ++t)
             if (bit(mask, t) && !vocab()->is_eos(t) && seen++ == int32_t(seed % 7)) pick = t;
         if (pick < 0) break;
-        if (!m.allows(pick)) fuzz::fail("mask allows a token allows() refuses");
-        if (!m.accept(pick)) fuzz::fail("mask allows a token accept() refuses");
+        const bool allowed = m.allows(pick);
+        const Status st = m.accept(pick);
+        if (!st && st.message().find("its limit of") != std::string::npos) break;  // the work bound: refused
+        if (!allowed) fuzz::fail("mask allows a token allows() refuses");
+        if (!st) fuzz::fail("mask allows a token accept() refuses");
         ++accepted;
         seed = seed * 1103515245u + 12345u;
-        m.fill_mask(mask.data());
+        if (!m.fill_mask(mask.data())) break;
     }
     if (!m.rollback(accepted)) fuzz::fail("rollback of the accepted tokens failed");
-    m.fill_mask(mask.data());
+    if (!m.fill_mask(mask.data())) fuzz::fail("the first configuration's mask failed after a rollback");
     if (mask != first) fuzz::fail("rollback did not restore the first mask");
     return 0;
 }
