@@ -19,36 +19,53 @@ ScopePtr child_of(const ScopePtr& parent) {
 }
 
 // jinja2's LoopContext as a namespace: index, index0, revindex, revindex0, first, last, length,
-// depth, depth0, previtem, nextitem, cycle(...), changed(...).
-Value make_loop(const ValueList& items, size_t i, const std::shared_ptr<std::optional<ValueList>>& changed_state) {
-    int64_t n = static_cast<int64_t>(items.size()), k = static_cast<int64_t>(i);
+// depth, depth0, previtem, nextitem, cycle(...), changed(...). One per for-loop, its fields replaced in place each
+// iteration (jinja2's is one object too: a `loop` kept in a variable sees the later values); previtem / nextitem
+// are undefined where there is none. Building it per iteration cost ~2 µs (13 keys hashed and allocated).
+enum LoopField : size_t { kIndex, kIndex0, kRevindex, kRevindex0, kFirst, kLast, kLength, kDepth, kDepth0, kPrev, kNext };
+struct LoopState {
+    int64_t k = 0;
+    std::optional<ValueList> changed;
+};
+
+Value make_loop(const std::shared_ptr<LoopState>& state) {
     Dict d;
-    d.set(Value::string("index"), Value::integer(k + 1));
-    d.set(Value::string("index0"), Value::integer(k));
-    d.set(Value::string("revindex"), Value::integer(n - k));
-    d.set(Value::string("revindex0"), Value::integer(n - k - 1));
-    d.set(Value::string("first"), Value::boolean(k == 0));
-    d.set(Value::string("last"), Value::boolean(k == n - 1));
-    d.set(Value::string("length"), Value::integer(n));
-    d.set(Value::string("depth"), Value::integer(1));
-    d.set(Value::string("depth0"), Value::integer(0));
-    if (k > 0) d.set(Value::string("previtem"), items[i - 1]);
-    if (k + 1 < n) d.set(Value::string("nextitem"), items[i + 1]);
-    Callable cycle{"cycle", [k](Renderer&, CallArgs& a) -> Expected<Value> {
+    for (const char* key : {"index", "index0", "revindex", "revindex0", "first", "last", "length", "depth", "depth0",
+                            "previtem", "nextitem"})
+        d.set(Value::string(key), Value::none());  // in LoopField order; set_loop fills them
+    Callable cycle{"cycle", [state](Renderer&, CallArgs& a) -> Expected<Value> {
                        if (a.pos.empty()) return errorf("no items for cycling given");
-                       return a.pos[static_cast<size_t>(k) % a.pos.size()];
+                       return a.pos[static_cast<size_t>(state->k) % a.pos.size()];
                    }};
     d.set(Value::string("cycle"), Value::callable(std::move(cycle)));
-    Callable changed{"changed", [changed_state](Renderer&, CallArgs& a) -> Expected<Value> {
+    Callable changed{"changed", [state](Renderer&, CallArgs& a) -> Expected<Value> {
                          ValueList now = a.pos;
-                         bool same = changed_state->has_value() && (*changed_state)->size() == now.size();
-                         for (size_t j = 0; same && j < now.size(); ++j) same = py_equal((**changed_state)[j], now[j]);
-                         *changed_state = now;
+                         const std::optional<ValueList>& was = state->changed;
+                         bool same = was.has_value() && was->size() == now.size();
+                         for (size_t j = 0; same && j < now.size(); ++j) same = py_equal((*was)[j], now[j]);
+                         state->changed = std::move(now);
                          return Value::boolean(!same);
                      }};
     d.set(Value::string("changed"), Value::callable(std::move(changed)));
     d.freeze();  // `loop` is not a namespace() in jinja2: no attribute assignment
     return Value::ns(std::move(d));
+}
+
+void set_loop(const Value& loop, LoopState& state, const ValueList& items, size_t i) {
+    const int64_t n = static_cast<int64_t>(items.size()), k = static_cast<int64_t>(i);
+    state.k = k;
+    Dict& d = loop.ns_attrs();
+    d.replace_at(kIndex, Value::integer(k + 1));
+    d.replace_at(kIndex0, Value::integer(k));
+    d.replace_at(kRevindex, Value::integer(n - k));
+    d.replace_at(kRevindex0, Value::integer(n - k - 1));
+    d.replace_at(kFirst, Value::boolean(k == 0));
+    d.replace_at(kLast, Value::boolean(k == n - 1));
+    d.replace_at(kLength, Value::integer(n));
+    d.replace_at(kDepth, Value::integer(1));
+    d.replace_at(kDepth0, Value::integer(0));
+    d.replace_at(kPrev, k > 0 ? items[i - 1] : Value::undefined("there is no previous item"));  // jinja2's hints
+    d.replace_at(kNext, k + 1 < n ? items[i + 1] : Value::undefined("there is no next item"));
 }
 
 }  // namespace
@@ -233,7 +250,8 @@ Expected<Renderer::Flow> Renderer::exec_for(const Node& n, const ScopePtr& scope
         items = std::move(kept);
     }
     if (items.empty()) return exec_body(n.else_body, child_of(scope), out);
-    auto changed_state = std::make_shared<std::optional<ValueList>>();
+    auto loop_state = std::make_shared<LoopState>();
+    const Value loop = n.uses_loop ? make_loop(loop_state) : Value();
     for (size_t i = 0; i < items.size(); ++i) {
         Status st = step();
         if (!st) {
@@ -246,7 +264,10 @@ Expected<Renderer::Flow> Renderer::exec_for(const Node& n, const ScopePtr& scope
             locate(n.line, n.col);
             return st;
         }
-        if (n.uses_loop) s->vars["loop"] = make_loop(items, i, changed_state);
+        if (n.uses_loop) {
+            set_loop(loop, *loop_state, items, i);
+            s->vars["loop"] = loop;
+        }
         EMBER_ASSIGN(Flow f, exec_body(n.body, s, out));
         if (f == Flow::BREAK) break;
     }

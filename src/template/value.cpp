@@ -284,4 +284,9 @@ void Dict::set(const Value& key, Value v) {
     else items_[it->second].second = std::move(v);
 }
 
+void Dict::replace_at(size_t i, Value v) {
+    depth_ = std::max(depth_, v.depth() + 1);
+    items_[i].second = std::move(v);
+}
+
 }  // namespace ember::jinja

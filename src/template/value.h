@@ -123,6 +123,7 @@ public:
     const Value* find(const Value& key) const;
     const Value* find(const std::string& key) const;  // string key
     void set(const Value& key, Value v);             // insert at the end, or replace in place
+    void replace_at(size_t i, Value v);              // the value of the i-th item (i < size())
     size_t size() const { return items_.size(); }
     bool empty() const { return items_.empty(); }
     const std::vector<std::pair<Value, Value>>& items() const { return items_; }
