@@ -7,11 +7,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 rm -rf .devfuzz/stage && mkdir -p .devfuzz/stage/tests/fuzz .devfuzz/stage/lib build-fuzz/corpus
 for f in build-fuzz/tests/fuzz/fuzz_*; do [ -x "$f" ] && strip -o ".devfuzz/stage/tests/fuzz/$(basename "$f")" "$f"; done
-# The shared libraries they link beyond the C/C++ runtime that a GPU image lacks and scripts/gpu-pack.sh's archive does not
-# carry already (its lib/: PCRE2, utf8proc, cpp-httplib, OpenSSL, Brotli) — clang's OpenMP, zlib. There:
-# LD_LIBRARY_PATH=build-fuzz/lib:build-gpu/lib.
+# The shared libraries they link beyond the C/C++ runtime (a GPU image lacks PCRE2, utf8proc, cpp-httplib's
+# OpenSSL and Brotli, clang's OpenMP). There: LD_LIBRARY_PATH=build-fuzz/lib.
 ldd build-fuzz/tests/fuzz/fuzz_* | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}' | sort -u |
-  grep -v -E '^(libc|libm|libstdc\+\+|libgcc_s|libpthread|libdl|librt|libpcre2-8|libutf8proc|libgomp|libcpp-httplib|libssl|libcrypto|libbrotli[a-z]*)\.so' |
+  grep -v -E '^(libc|libm|libstdc\+\+|libgcc_s|libpthread|libdl|librt)\.so' |
   while read -r name path; do cp "$(readlink -f "$path")" ".devfuzz/stage/lib/$name"; done
 cp -r build-fuzz/corpus .devfuzz/stage/
 tar -C .devfuzz/stage -cf - . | xz -T2 --lzma2=preset=6,dict=64MiB > .devfuzz/fuzz.tar.xz
