@@ -36,19 +36,24 @@ struct TimedConstraint : TokenConstraint {
     explicit TimedConstraint(std::shared_ptr<grammar::Grammar> g) : m(std::move(g)) {}
     void fill_mask(uint32_t* w) override {
         auto t = clk::now();
-        m.fill_mask(w);
-        us += std::chrono::duration<double, std::micro>(clk::now() - t).count();
+        Status st = m.fill_mask(w);
+        failure_ = st.is_ok() ? std::string() : st.message();
+        const double d = std::chrono::duration<double, std::micro>(clk::now() - t).count();
+        us += d, fill_us += d;
         ++masks;
     }
     Status accept(int32_t tok) override {
         auto t = clk::now();
         Status s = m.accept(tok);
-        us += std::chrono::duration<double, std::micro>(clk::now() - t).count();
+        const double d = std::chrono::duration<double, std::micro>(clk::now() - t).count();
+        us += d, accept_us += d;
         return s;
     }
     bool done() const override { return m.is_terminated(); }
+    std::string failure() const override { return failure_; }
     grammar::Matcher m;
-    double us = 0;
+    std::string failure_;
+    double us = 0, fill_us = 0, accept_us = 0;  // fill + accept; each
     int64_t masks = 0;
 };
 
@@ -67,9 +72,17 @@ bool batch_round(const CausalLM& model, const std::shared_ptr<grammar::Grammar>&
         auto id = e->add(std::move(p));
         if (!id) { std::fprintf(stderr, "%s\n", id.message().c_str()); return false; }
     }
-    double full_s = 0;
+    double full_s = 0, model_s = 0, fill_us = 0, accept_us = 0;  // over the full steps
     int64_t full_steps = 0, tokens = 0, first = 1;
+    std::vector<double> step_us;  // each full step's wall time
+    auto sum = [&](double TimedConstraint::*f) {
+        double t = 0;
+        for (const auto& c : cs) t += (*c).*f;
+        return t;
+    };
     while (e->running() > 0) {
+        const double f0 = sum(&TimedConstraint::fill_us), a0 = sum(&TimedConstraint::accept_us);
+        const int64_t m0 = e->stats().model_ns;
         const auto t0 = clk::now();
         const auto ev = e->step();
         const double dt = std::chrono::duration<double>(clk::now() - t0).count();
@@ -81,6 +94,10 @@ bool batch_round(const CausalLM& model, const std::shared_ptr<grammar::Grammar>&
         tokens += got;
         if (!first && got == B) {  // (the first step: the prompts' prefill)
             full_s += dt;
+            step_us.push_back(dt * 1e6);
+            model_s += double(e->stats().model_ns - m0) * 1e-9;
+            fill_us += sum(&TimedConstraint::fill_us) - f0;
+            accept_us += sum(&TimedConstraint::accept_us) - a0;
             full_steps++;
         }
         first = 0;
@@ -91,9 +108,18 @@ bool batch_round(const CausalLM& model, const std::shared_ptr<grammar::Grammar>&
         mask_us += c->us;
         masks += c->masks;
     }
-    std::printf("| %s, batch %lld | %lld tokens, %lld full steps | %.1f aggregate | %.1f per step | %s |\n",
+    const double k = full_steps ? 1e6 / double(full_steps) : 0.0;
+    std::sort(step_us.begin(), step_us.end());
+    const double med = step_us.empty() ? 0.0 : step_us[step_us.size() / 2];
+    // Per full step: wall time (mean; median — the first steps of a new engine capture its CUDA graphs, which weighs
+    // on a mean over the 17 steps of a short constrained run), inside the model call (forward, mask fills, uploads,
+    // selection, host wait), the mask fills (inside the model call, overlapping the forward) and the accepts (after
+    // it, on the engine thread).
+    std::printf("| %s, batch %lld | %lld tokens, %lld full steps | %.1f aggregate (%.1f at the median step) | %.1f per "
+                "step, median %.1f (model %.1f, fills %.1f, accepts %.1f) | %s |\n",
                 constrained ? "json schema" : "free", (long long)B, (long long)tokens, (long long)full_steps,
-                full_steps ? B * full_steps / full_s : 0.0, full_steps ? full_s / full_steps * 1e6 : 0.0,
+                full_steps ? B * full_steps / full_s : 0.0, med > 0 ? B * 1e6 / med : 0.0, full_s * k, med,
+                model_s * k, fill_us * k * 1e-6, accept_us * k * 1e-6,
                 constrained ? std::to_string(mask_us / std::max<int64_t>(1, masks)).c_str() : "-");
     return true;
 }

@@ -44,7 +44,12 @@ struct BatchSampler {
     DeviceBuffer masks, mask_row;
     uint32_t* host_masks = nullptr;  // [slots · words]
     int32_t* host_mask_row = nullptr;  // [slots]
+    // The masks go up on a stream of their own while the forward runs; the selection waits for `uploaded`.
+    cudaStream_t upload = nullptr;
+    cudaEvent_t uploaded = nullptr;
     ~BatchSampler() {
+        if (uploaded) cudaEventDestroy(uploaded);
+        if (upload) cudaStreamDestroy(upload);
         if (host_masks) cudaFreeHost(host_masks);
         if (host_mask_row) cudaFreeHost(host_mask_row);
         if (host_params) cudaFreeHost(host_params);

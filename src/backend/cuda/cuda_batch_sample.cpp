@@ -12,10 +12,12 @@
 // gets the logits before penalties. When every row is greedy without penalties the step is batch_decode_greedy's
 // graph (argmax_rows; sample() of a greedy row is that argmax). One host wait per step.
 // Rows with a token mask (structured output): the forward graph runs first; while it runs the host fills the
-// masks of those rows into pinned staging (packed, with a row map), uploads them behind it, and the selection
-// graph applies them (apply_token_mask_rows) before the penalties and the draw.
+// masks of those rows into pinned staging (packed, with a row map), uploads them on a stream of their own beside
+// it, and the selection graph applies them (apply_token_mask_rows) before the penalties and the draw.
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <string>
 
 #include "backend/cuda/cuda_batch.h"
 #include "backend/cuda/cuda_check.h"
@@ -65,6 +67,8 @@ Status ensure_masks(CudaBatch& cb, int64_t V) {
     EMBER_ASSIGN(z.mask_row, DeviceBuffer::alloc(N * sizeof(int32_t), "batch token mask rows"));
     CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&z.host_masks), N * W * sizeof(uint32_t)));
     CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&z.host_mask_row), N * sizeof(int32_t)));
+    CUDA_CHECK(cudaStreamCreateWithFlags(&z.upload, cudaStreamNonBlocking));
+    CUDA_CHECK(cudaEventCreateWithFlags(&z.uploaded, cudaEventDisableTiming));
     return Status::ok();
 }
 
@@ -185,10 +189,21 @@ Status CudaCausalLM::batch_decode_sample(BatchState& b, const int32_t* slots, co
                 z.host_mask_row[r] = masks[r] ? k : -1;
                 if (masks[r]) (*masks[r])(z.host_masks + int64_t(k++) * W);
             }
+            // Uploaded beside the forward (31 KB a row at 248k tokens: ~2 MB at 64 rows), not after it
+            // (EMBER_MASK_UPLOAD=after: on the forward's stream, the A/B baseline).
+            static const bool after = [] {
+                const char* e = std::getenv("EMBER_MASK_UPLOAD");
+                return e && std::string(e) == "after";
+            }();
+            cudaStream_t up = after ? s.stream : z.upload;
             CUDA_CHECK(cudaMemcpyAsync(z.masks.get(), z.host_masks, size_t(k * W) * sizeof(uint32_t),
-                                       cudaMemcpyHostToDevice, s.stream));
+                                       cudaMemcpyHostToDevice, up));
             CUDA_CHECK(cudaMemcpyAsync(z.mask_row.get(), z.host_mask_row, size_t(rows) * sizeof(int32_t),
-                                       cudaMemcpyHostToDevice, s.stream));
+                                       cudaMemcpyHostToDevice, up));
+            if (!after) {
+                CUDA_CHECK(cudaEventRecord(z.uploaded, z.upload));
+                CUDA_CHECK(cudaStreamWaitEvent(s.stream, z.uploaded, 0));
+            }
         }
         launch_rows(s, sel_key | int(any_mask) << 2 | 1,
                     [&] { select_rows(*cb, rows, V, any_pen, any_mask, greedy); }, /*first=*/false);
