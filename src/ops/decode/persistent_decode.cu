@@ -39,7 +39,7 @@ __global__ void __launch_bounds__(kThreads, 1) pd_kernel(const __grid_constant__
     __syncthreads();
     const uint32_t epoch = *epoch_s;  // misc[60] is never used by the phases
     const uint32_t target = (epoch + 1u) * uint32_t(grid);
-    uint32_t it = 0;  // ring slots used so far (producer and consumers walk the same sequence)
+    RingPos it;  // ring position (producer and consumers walk the same sequence)
     if (warp == kConsumerWarps) {
         for (int p = L.first; p < L.first + L.count; ++p)
             if (L.phases[p].kind == PD_GEMV) produce_gemv(L.phases[p].gemv, S, it, lane, blk, grid, (L.debug & 2) == 0, (L.debug & 4) != 0);

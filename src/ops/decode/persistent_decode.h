@@ -91,7 +91,9 @@ struct PdLaunch {
     int32_t backoff_ns;  // pause between two polls of a phase counter (0: spin)
     int32_t debug;       // experiments (EMBER_PD_DEBUG): bit 0 GEMV consumers skip the products (wrong results, for
                          // timing the weight stream alone); bit 1 per-row slot copies only; bit 2 per-row slots by
-                         // cp.async pieces instead of 1-D bulk copies
+                         // cp.async pieces instead of 1-D bulk copies; timing-only (wrong results): bit 3 GEMV
+                         // consumers skip the per-group scale / bias epilogue, bit 5 skip the per-tile barrier and
+                         // the cross-warp reduction
 };
 
 // What each phase kind accepts (checked when a decode plan is built; anything else runs as ordinary kernels).

@@ -32,12 +32,6 @@ __device__ __forceinline__ int scale_es(int st) { return st == PD_F32 ? 4 : 2; }
 // Bytes of one row's scales in a slot (16-byte multiple).
 __device__ __forceinline__ int scale_row_bytes(int kc, int gs, int st) { return ((kc / gs) * scale_es(st) + 15) / 16 * 16; }
 
-__device__ __forceinline__ float scale_at(const uint8_t* p, int st) {
-    if (st == PD_BF16) return __uint_as_float(uint32_t(*reinterpret_cast<const uint16_t*>(p)) << 16);
-    if (st == PD_F16) return __half2float(*reinterpret_cast<const __half*>(p));
-    return *reinterpret_cast<const float*>(p);
-}
-
 // The slot layout of a GEMV phase: codes of row r at r·RS, its scales at 16·RS + r·SBR, its biases at 16·RS +
 // 16·SBR + r·SBR. When the whole K fits one slot (and a row's scales are a 16-byte multiple), a tile's 16 rows are
 // contiguous in memory, so the slot is three 1-D bulk copies with RS = K/2, SBR = (K/gs)·es (two-way bank
@@ -55,7 +49,7 @@ __device__ __forceinline__ SlotLayout slot_layout(const PdGemv& op, int kc, bool
 }
 
 // ---- producer -----------------------------------------------------------------------------------------------
-__device__ __forceinline__ void produce_gemv(const PdGemv op, const Smem& S, uint32_t& it, int lane, int blk,
+__device__ __forceinline__ void produce_gemv(const PdGemv op, const Smem& S, RingPos& it, int lane, int blk,
                                              int grid, bool allow_contig, bool use_cp_async) {
     const int rows = op.rows, K = op.K, gs = op.gs, kc = S.kc, es = scale_es(op.st);
     const SlotLayout SL = slot_layout(op, kc, allow_contig);
@@ -68,8 +62,8 @@ __device__ __forceinline__ void produce_gemv(const PdGemv op, const Smem& S, uin
     for (int64_t tile = t0; tile < t1; ++tile) {
         const int row0 = int(tile * 16), nvalid = min(16, rows - row0);
         for (int ch = 0; ch < nch; ++ch) {
-            const int slot = int(it % nslots);
-            if (it >= nslots) mbar_wait(&S.empty[slot], ((it / nslots) - 1u) & 1u);
+            const int slot = it.slot;
+            if (it.n >= nslots) mbar_wait(&S.empty[slot], it.parity ^ 1u);  // the consumers' release of round − 1
             uint8_t* base = S.ring + size_t(slot) * S.slot_bytes;
             const int width = min(kc, K - ch * kc), cb = width / 2, gch = width / gs, sbytes = gch * es;
             const int64_t goff = int64_t(row0) * ngroups + int64_t(ch) * (kc / gs);
@@ -83,7 +77,7 @@ __device__ __forceinline__ void produce_gemv(const PdGemv op, const Smem& S, uin
                 if (lane == 1) bulk_copy(base + 16 * RS, sc, unsigned(nvalid * sbytes), &S.full[slot]);
                 if (lane == 2) bulk_copy(base + 16 * RS + 16 * SBR, bi, unsigned(nvalid * sbytes), &S.full[slot]);
                 if (lane != 0) mbar_arrive(&S.full[slot]);
-                ++it;
+                it.next(S.nslots);
                 continue;
             }
             if (use_cp_async) {  // every lane copies 16-byte pieces of the code rows and 4-byte ones of the scales
@@ -98,7 +92,7 @@ __device__ __forceinline__ void produce_gemv(const PdGemv op, const Smem& S, uin
                     cp_async4(base + 16 * RS + 16 * SBR + r * SBR + o, bi + int64_t(r) * ngroups * es + o);
                 }
                 cp_async_arrive(&S.full[slot]);  // (noinc: this lane's one expected arrival)
-                ++it;
+                it.next(S.nslots);
                 continue;
             }
             const bool bulk_sb = ((reinterpret_cast<uintptr_t>(sc) | reinterpret_cast<uintptr_t>(bi)) & 15u) == 0 &&
@@ -130,7 +124,7 @@ __device__ __forceinline__ void produce_gemv(const PdGemv op, const Smem& S, uin
                 }
             }
             if (lane != 0) mbar_arrive(&S.full[slot]);  // after this lane's plain copies (release)
-            ++it;
+            it.next(S.nslots);
         }
     }
 }
@@ -224,34 +218,68 @@ __device__ __forceinline__ void stage_x(const PdGemv& op, const Smem& S, int tid
 // A GEMV phase's shape constants, computed once per phase (registers, not reloaded from the phase table).
 struct GemvGeo {
     int K, gs, st, es, kc, RS, SBR, nseg, gps, ngroups;
+    int gpc, spc;  // groups and 128-column segments per K chunk
+    bool act;      // this lane holds a non-zero B column: g == (32·t) / gs
 };
-__device__ __forceinline__ GemvGeo gemv_geo(const PdGemv& op, int kc, bool allow_contig) {
+__device__ __forceinline__ GemvGeo gemv_geo(const PdGemv& op, int kc, bool allow_contig, int lane) {
     GemvGeo g;
     g.K = op.K, g.gs = op.gs, g.st = op.st, g.es = scale_es(op.st), g.kc = kc;
     const SlotLayout SL = slot_layout(op, kc, allow_contig);
     g.RS = SL.RS, g.SBR = SL.SBR;
     g.nseg = (op.K + 127) / 128, g.gps = 128 / op.gs, g.ngroups = op.K / op.gs;
+    g.gpc = kc / op.gs, g.spc = kc / 128;
+    g.act = (lane >> 2) == (32 * (lane & 3)) / op.gs;
     return g;
 }
 
-// Segments ls0 and ls0 + 8 (when < nsc) of chunk ch of the 16 rows in `slot_base` (each 128 columns), their MMA
-// chains interleaved, accumulated into acc0 (row g) and acc1 (row g + 8) of this lane.
+// The scales (or biases) of groups c0 and c0 + 1 of one row at p (two: the row's segment has ≥ 2 groups, so both
+// are there and the pair is 4- / 8-byte aligned; else only c0).
+template <int ST>
+__device__ __forceinline__ float2 load_pair(const uint8_t* p, bool two) {
+    if constexpr (ST == PD_F32) {
+        return two ? *reinterpret_cast<const float2*>(p) : make_float2(*reinterpret_cast<const float*>(p), 0.f);
+    } else {
+        const uint32_t u = two ? *reinterpret_cast<const uint32_t*>(p) : uint32_t(*reinterpret_cast<const uint16_t*>(p));
+        if constexpr (ST == PD_BF16) return make_float2(__uint_as_float(u << 16), __uint_as_float(u & 0xffff0000u));
+        else return make_float2(__half2float(__ushort_as_half((unsigned short)(u & 0xffffu))),
+                                __half2float(__ushort_as_half((unsigned short)(u >> 16))));
+    }
+}
+
+// Segments ls0 + 8u (u < NS, all < nsc) of chunk ch of the 16 rows in `slot_base` (each 128 columns), their MMA
+// chains interleaved, accumulated into acc0 (row g) and acc1 (row g + 8) of this lane. The scales, biases and
+// group sums of the lane's groups c = 2t, 2t + 1 are loaded before the MMAs (their latency under the chains);
+// a group past the matrix or the segment contributes exactly nothing (its terms are zero).
+template <int ST, int NS>
 __device__ __forceinline__ void gemv_segments(const GemvGeo& G, const Smem& S, const uint8_t* slot_base, int ch,
-                                              int ls0, int nsc, int lane, float& acc0, float& acc1) {
-    constexpr int NS = 2;
-    const int g = lane >> 2, t = lane & 3;
-    const bool act = g == (32 * t) / G.gs;  // lanes holding a non-zero B column
+                                              int ls0, int lane, bool epilogue, float& acc0, float& acc1) {
+    const int g = lane >> 2, t = lane & 3, c0 = 2 * t;
+    const bool two = G.gps >= 2;
     uint4 wg[NS], wg8[NS];
     const uint4* xp[NS];
-    bool on[NS];
+    float2 sc[NS], sc8[NS], bi[NS], bi8[NS], X[NS];
+    const uint8_t* scb = slot_base + 16 * G.RS;
+    const uint8_t* bib = scb + 16 * G.SBR;
+    const float* Xs = reinterpret_cast<const float*>(S.work + G.nseg * 512);
 #pragma unroll
     for (int u = 0; u < NS; ++u) {
-        const int ls = ls0 + kConsumerWarps * u;
-        on[u] = ls < nsc;
-        const uint8_t* cr = slot_base + g * G.RS + (on[u] ? ls : ls0) * 64 + t * 16;
+        const int ls = ls0 + kConsumerWarps * u, gseg = ch * G.spc + ls;
+        const uint8_t* cr = slot_base + g * G.RS + ls * 64 + t * 16;
         wg[u] = *reinterpret_cast<const uint4*>(cr);
         wg8[u] = *reinterpret_cast<const uint4*>(cr + 8 * G.RS);
-        xp[u] = reinterpret_cast<const uint4*>(S.work + (ch * (G.kc / 128) + (on[u] ? ls : ls0)) * 512 + t * 16);
+        xp[u] = reinterpret_cast<const uint4*>(S.work + gseg * 512 + t * 16);
+        // valid groups of this segment: min(gps, groups left in the matrix)
+        const int lim = min(G.gps, G.ngroups - (ch * G.gpc + ls * G.gps));
+        sc[u] = sc8[u] = bi[u] = bi8[u] = X[u] = make_float2(0.f, 0.f);
+        if (c0 < lim) {
+            const int off = (ls * G.gps + c0) * G.es;
+            sc[u] = load_pair<ST>(scb + g * G.SBR + off, two);
+            sc8[u] = load_pair<ST>(scb + (g + 8) * G.SBR + off, two);
+            bi[u] = load_pair<ST>(bib + g * G.SBR + off, two);
+            bi8[u] = load_pair<ST>(bib + (g + 8) * G.SBR + off, two);
+            X[u] = two ? *reinterpret_cast<const float2*>(Xs + gseg * 4 + c0) : make_float2(Xs[gseg * 4 + c0], 0.f);
+            if (c0 + 1 >= lim) sc[u].y = sc8[u].y = bi[u].y = bi8[u].y = X[u].y = 0.f;
+        }
     }
     float Dh[NS][4], Dl[NS][4];
 #pragma unroll
@@ -263,48 +291,46 @@ __device__ __forceinline__ void gemv_segments(const GemvGeo& G, const Smem& S, c
         const int wi = s >> 1, j = 2 * (s & 1);
 #pragma unroll
         for (int u = 0; u < NS; ++u) {
-            if (u > 0 && !on[u]) continue;  // warp-uniform
             const uint32_t w0 = wi == 0 ? wg[u].x : wi == 1 ? wg[u].y : wi == 2 ? wg[u].z : wg[u].w;
             const uint32_t w8 = wi == 0 ? wg8[u].x : wi == 1 ? wg8[u].y : wi == 2 ? wg8[u].z : wg8[u].w;
             const uint32_t a0 = pair16(w0, j), a2 = pair16(w0, j + 1), a1 = pair16(w8, j), a3 = pair16(w8, j + 1);
-            const uint4 b = act ? xp[u][s * 4] : make_uint4(0u, 0u, 0u, 0u);
+            const uint4 b = G.act ? xp[u][s * 4] : make_uint4(0u, 0u, 0u, 0u);
             mma(Dh[u], a0, a1, a2, a3, b.x, b.y);
             mma(Dl[u], a0, a1, a2, a3, b.z, b.w);
         }
     }
-    const uint8_t* scb = slot_base + 16 * G.RS;
-    const uint8_t* bib = scb + 16 * G.SBR;
+    if (!epilogue) {  // timing only (PdLaunch::debug bit 3)
+#pragma unroll
+        for (int u = 0; u < NS; ++u) acc0 += Dh[u][0] + Dl[u][1], acc1 += Dh[u][2] + Dl[u][3];
+        return;
+    }
+    // D sums (16 + q)·x': y = s·Σq·x' + b·Σx' = s·D + (b − 16·s)·X
 #pragma unroll
     for (int u = 0; u < NS; ++u) {
-        if (!on[u]) continue;
-        const int ls = ls0 + kConsumerWarps * u, gseg = ch * (G.kc / 128) + ls;
-        const float* X = reinterpret_cast<const float*>(S.work + G.nseg * 512) + gseg * 4;
-#pragma unroll
-        for (int q = 0; q < 2; ++q) {
-            const int c = 2 * t + q, gl = ls * G.gps + c;
-            if (c < G.gps && ch * (G.kc / G.gs) + gl < G.ngroups) {
-                const float sg = scale_at(scb + g * G.SBR + gl * G.es, G.st);
-                const float sg8 = scale_at(scb + (g + 8) * G.SBR + gl * G.es, G.st);
-                // D sums (16 + q)·x': y = s·Σq·x' + b·Σx' = s·D + (b − 16·s)·X
-                const float bg = fmaf(-16.f, sg, scale_at(bib + g * G.SBR + gl * G.es, G.st));
-                const float bg8 = fmaf(-16.f, sg8, scale_at(bib + (g + 8) * G.SBR + gl * G.es, G.st));
-                acc0 = fmaf(sg, Dh[u][q] + Dl[u][q], fmaf(bg, X[c], acc0));
-                acc1 = fmaf(sg8, Dh[u][2 + q] + Dl[u][2 + q], fmaf(bg8, X[c], acc1));
-            }
-        }
+        acc0 = fmaf(sc[u].x, Dh[u][0] + Dl[u][0], fmaf(fmaf(-16.f, sc[u].x, bi[u].x), X[u].x, acc0));
+        acc1 = fmaf(sc8[u].x, Dh[u][2] + Dl[u][2], fmaf(fmaf(-16.f, sc8[u].x, bi8[u].x), X[u].x, acc1));
+        acc0 = fmaf(sc[u].y, Dh[u][1] + Dl[u][1], fmaf(fmaf(-16.f, sc[u].y, bi[u].y), X[u].y, acc0));
+        acc1 = fmaf(sc8[u].y, Dh[u][3] + Dl[u][3], fmaf(fmaf(-16.f, sc8[u].y, bi8[u].y), X[u].y, acc1));
     }
 }
 
-__device__ __forceinline__ void consume_gemv(const PdGemv op, const Smem& S, uint32_t& it, int tid, int blk,
+// This warp's segments of one slot: ls0 and ls0 + 8 when both are in the chunk (nsc of them), else ls0 alone.
+template <int ST>
+__device__ __forceinline__ void gemv_slot(const GemvGeo& G, const Smem& S, const uint8_t* sb, int ch, int ls0, int nsc,
+                                          int lane, bool epilogue, float& acc0, float& acc1) {
+    if (ls0 + kConsumerWarps < nsc) gemv_segments<ST, 2>(G, S, sb, ch, ls0, lane, epilogue, acc0, acc1);
+    else gemv_segments<ST, 1>(G, S, sb, ch, ls0, lane, epilogue, acc0, acc1);
+}
+
+__device__ __forceinline__ void consume_gemv(const PdGemv op, const Smem& S, RingPos& it, int tid, int blk,
                                              int grid, const Waiter& W, int debug) {
     stage_x(op, S, tid, W);
     const bool timed = W.tr != nullptr;  // trace: ring waits of thread 0, summed in a register, stored at the end
     uint64_t ring_ns = 0;
     const int warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
-    const GemvGeo G = gemv_geo(op, S.kc, (debug & 2) == 0);
+    const GemvGeo G = gemv_geo(op, S.kc, (debug & 2) == 0, lane);
     const int K = G.K, kc = G.kc, nch = (K + kc - 1) / kc, rows = op.rows, accum = op.accum;
     float* const y = op.y;
-    const unsigned nslots = unsigned(S.nslots);
     const int64_t tiles = (rows + 15) / 16;
     int64_t t0, t1;
     task_range(tiles, grid, blk, t0, t1);
@@ -312,20 +338,31 @@ __device__ __forceinline__ void consume_gemv(const PdGemv op, const Smem& S, uin
     for (int64_t tile = t0; tile < t1; ++tile) {
         float acc0 = 0.f, acc1 = 0.f;
         for (int ch = 0; ch < nch; ++ch) {
-            const int slot = int(it % nslots);
+            const int slot = it.slot;
             const uint64_t w0 = timed ? globaltimer() : 0;
-            mbar_wait(&S.full[slot], (it / nslots) & 1u);
+            mbar_wait(&S.full[slot], it.parity);
             if (timed) ring_ns += globaltimer() - w0;
             const int width = min(kc, K - ch * kc), nsc = (width + 127) / 128;  // ≤ 16 segments: ≤ 2 per warp
-            if (warp < nsc && !(debug & 1)) gemv_segments(G, S, S.ring + size_t(slot) * S.slot_bytes, ch, warp, nsc, lane, acc0, acc1);
+            const uint8_t* sb = S.ring + size_t(slot) * S.slot_bytes;
+            if (warp < nsc && !(debug & 1)) {
+                const bool epi = (debug & 8) == 0;
+                if (G.st == PD_BF16) gemv_slot<PD_BF16>(G, S, sb, ch, warp, nsc, lane, epi, acc0, acc1);
+                else if (G.st == PD_F16) gemv_slot<PD_F16>(G, S, sb, ch, warp, nsc, lane, epi, acc0, acc1);
+                else gemv_slot<PD_F32>(G, S, sb, ch, warp, nsc, lane, epi, acc0, acc1);
+            }
             __syncwarp();
             if (lane == 0) mbar_arrive(&S.empty[slot]);
-            ++it;
+            it.next(S.nslots);
         }
         acc0 += __shfl_xor_sync(0xffffffffu, acc0, 1);
         acc0 += __shfl_xor_sync(0xffffffffu, acc0, 2);
         acc1 += __shfl_xor_sync(0xffffffffu, acc1, 1);
         acc1 += __shfl_xor_sync(0xffffffffu, acc1, 2);
+        if (debug & 32) {  // timing only: each warp stores its own partial (wrong results)
+            const int row = int(tile * 16) + g;
+            if (t == 0 && warp == 0 && row < rows) __stcg(y + row, acc0);
+            continue;
+        }
         float* red = S.red + par * kConsumerWarps * 16;
         if (t == 0) {
             red[warp * 16 + g] = acc0;

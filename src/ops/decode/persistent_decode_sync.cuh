@@ -166,6 +166,17 @@ struct Waiter {
     }
 };
 
+// A walker's position in the ring (the producer and the consumers walk the same sequence of slots): slots used so
+// far, the current slot and the parity of its round (n / nslots mod 2), kept without a division per slot.
+struct RingPos {
+    uint32_t n = 0, parity = 0;
+    int slot = 0;
+    __device__ __forceinline__ void next(int nslots) {
+        ++n;
+        if (++slot == nslots) slot = 0, parity ^= 1u;
+    }
+};
+
 // The task range [t0, t1) of block b when n tasks are spread over the grid (balanced to ±1, in order).
 __device__ __forceinline__ void task_range(int64_t n, int grid, int b, int64_t& t0, int64_t& t1) {
     t0 = n * b / grid;
