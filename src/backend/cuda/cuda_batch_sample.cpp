@@ -13,10 +13,15 @@
 // graph (argmax_rows; sample() of a greedy row is that argmax). One host wait per step.
 // Rows with a token mask (structured output): the forward graph runs first; while it runs the host fills the
 // masks of those rows into pinned staging (packed, with a row map), uploads them on a stream of their own beside
-// it, and the selection graph applies them (apply_token_mask_rows) before the penalties and the draw.
+// it, and the selection graph applies them (apply_token_mask_rows) before the penalties and the draw — or, when
+// every row is greedy, inside the argmax (argmax_rows_masked: no pass writing the masked logits;
+// EMBER_MASK_ARGMAX=separate: the mask kernel then argmax_rows, for A/B).
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <mutex>
 #include <string>
 
 #include "backend/cuda/cuda_batch.h"
@@ -28,6 +33,26 @@
 namespace ember::cuda {
 
 namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// The step split (cuda_batch.h), summed while enabled.
+std::atomic<bool> split_on{false};
+std::mutex split_mu;
+BatchStepSplit split_sum;
+
+double host_us(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double, std::micro>(b - a).count(); }
+double event_us(cudaEvent_t a, cudaEvent_t b) {
+    float ms = 0;
+    CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
+    return double(ms) * 1e3;
+}
+
+// An environment switch read once: EMBER_<name>=value.
+bool env_is(const char* name, const char* value) {
+    const char* e = std::getenv(name);
+    return e && std::string(e) == value;
+}
 
 Expected<DeviceBuffer> zeroed(size_t bytes, const char* what, cudaStream_t stream) {
     EMBER_ASSIGN(DeviceBuffer b, DeviceBuffer::alloc(bytes, what));
@@ -124,14 +149,19 @@ void select_rows(CudaBatch& cb, int64_t rows, int64_t V, bool pen, bool mask, bo
     const auto* P = z.params.as<DeviceSamplingParams>();
     int32_t* out = z.out.as<int32_t>();
     float* lg = reinterpret_cast<float*>(out + N);
-    if (mask)
+    static const bool separate = env_is("EMBER_MASK_ARGMAX", "separate");
+    const bool fused = mask && greedy && !separate;  // greedy rows: the masks applied inside the argmax
+    if (mask && !fused)
         apply_token_mask_rows(s.logits, rows, V, V, z.masks.as<uint32_t>(), token_mask_words(V),
                               z.mask_row.as<int32_t>(), s.stream);
     if (pen) {
         token_counts_update_rows(z.counts.as<int32_t>(), rows, V, z.win.as<int32_t>(), s.rows_dev, 2, s.stream);
         apply_penalties_rows(s.logits, rows, V, z.counts.as<int32_t>(), P, s.rows_dev, 2, s.stream);
     }
-    if (greedy) argmax_rows(s.logits, rows, V, out, lg, s.smp_ws, s.stream);
+    if (fused)
+        argmax_rows_masked(s.logits, rows, V, z.masks.as<uint32_t>(), token_mask_words(V), z.mask_row.as<int32_t>(),
+                           out, lg, s.smp_ws, s.stream);
+    else if (greedy) argmax_rows(s.logits, rows, V, out, lg, s.smp_ws, s.stream);
     else sample_rows(s.logits, rows, V, P, z.rng.as<uint64_t>(), s.rows_dev, 2, out, lg, z.ws.get(), s.stream);
     CUDA_CHECK(cudaMemcpyAsync(cb.host_out, out, size_t(rows) * sizeof(int32_t), cudaMemcpyDeviceToHost, s.stream));
     CUDA_CHECK(cudaMemcpyAsync(cb.host_out + N, lg, size_t(rows) * sizeof(float), cudaMemcpyDeviceToHost, s.stream));
@@ -139,10 +169,23 @@ void select_rows(CudaBatch& cb, int64_t rows, int64_t V, bool pen, bool mask, bo
 
 }  // namespace
 
+void enable_batch_step_split(bool on) { split_on.store(on); }
+
+BatchStepSplit take_batch_step_split() {
+    std::lock_guard<std::mutex> lock(split_mu);
+    BatchStepSplit r = split_sum;
+    split_sum = BatchStepSplit{};
+    return r;
+}
+
 Status CudaCausalLM::batch_decode_sample(BatchState& b, const int32_t* slots, const int32_t* tokens, int64_t rows,
                                          const SamplingParams* const* params,
                                          const std::vector<int32_t>* const* history, int32_t* ids,
                                          float* logits, const TokenMaskFn* const* masks) const {
+    const bool split = split_on.load(std::memory_order_relaxed);
+    const Clock::time_point t_in = split ? Clock::now() : Clock::time_point{};
+    Clock::time_point t_launched, t_filled, t_selected;
+    bool fills_late = false;
     EMBER_ASSIGN(CudaBatch * cb, as_batch(b));
     const int64_t V = info_.vocab_size;
     EMBER_TRY(batch_check_step(b, slots, tokens, rows, V, capacity_));
@@ -168,8 +211,12 @@ Status CudaCausalLM::batch_decode_sample(BatchState& b, const int32_t* slots, co
     CudaState& s = cb->s;
     EMBER_TRY(ensure_sampler(*cb, V, any_pen));
     if (any_mask) EMBER_TRY(ensure_masks(*cb, V));
-    for (int64_t r = 0; r < rows; ++r) stage_row(*cb, r, slots[r], tokens[r], *params[r], *history[r], V);
     BatchSampler& z = cb->sampler;
+    if (split && !z.t_fwd) {
+        CUDA_CHECK(cudaEventCreate(&z.t_fwd));
+        CUDA_CHECK(cudaEventCreate(&z.t_up));
+    }
+    for (int64_t r = 0; r < rows; ++r) stage_row(*cb, r, slots[r], tokens[r], *params[r], *history[r], V);
     CUDA_CHECK(cudaMemcpyAsync(z.params.get(), z.host_params, size_t(rows) * sizeof(DeviceSamplingParams),
                                cudaMemcpyHostToDevice, s.stream));
     CUDA_CHECK(cudaMemcpyAsync(z.win.get(), z.host_win, size_t(2 * rows) * sizeof(int32_t), cudaMemcpyHostToDevice,
@@ -177,8 +224,13 @@ Status CudaCausalLM::batch_decode_sample(BatchState& b, const int32_t* slots, co
     const int R = int(rows);
     const bool greedy = all_greedy && !any_pen;
     const int sel_key = kSampleKey | R << 4 | int(greedy) << 3 | int(any_pen) << 1;
-    if (logits || any_mask) {  // forward graph, the logits before masks and penalties to the host, the masks
+    const bool two = logits || any_mask;
+    if (two) {  // forward graph, the logits before masks and penalties to the host, the masks
         launch_rows(s, kRowsKey | R << 1, [&] { batch_body(b, rows, false); });
+        if (split) {
+            CUDA_CHECK(cudaEventRecord(z.t_fwd, s.stream));
+            t_launched = t_filled = Clock::now();
+        }
         if (logits)
             CUDA_CHECK(cudaMemcpyAsync(logits, s.logits, size_t(rows * V) * sizeof(float), cudaMemcpyDeviceToHost,
                                        s.stream));
@@ -189,17 +241,22 @@ Status CudaCausalLM::batch_decode_sample(BatchState& b, const int32_t* slots, co
                 z.host_mask_row[r] = masks[r] ? k : -1;
                 if (masks[r]) (*masks[r])(z.host_masks + int64_t(k++) * W);
             }
-            // Uploaded beside the forward (31 KB a row at 248k tokens: ~2 MB at 64 rows), not after it
-            // (EMBER_MASK_UPLOAD=after: on the forward's stream, the A/B baseline).
-            static const bool after = [] {
-                const char* e = std::getenv("EMBER_MASK_UPLOAD");
-                return e && std::string(e) == "after";
-            }();
+            if (split) {  // did the forward end before the fills did?
+                t_filled = Clock::now();
+                const cudaError_t q = cudaEventQuery(z.t_fwd);
+                if (q == cudaErrorNotReady) (void)cudaGetLastError();
+                else CUDA_CHECK(q);
+                fills_late = q == cudaSuccess;
+            }
+            // Uploaded beside the forward (31 KB a row at 248k tokens: ~2 MB at 64 rows, one copy from pinned
+            // memory), not after it (EMBER_MASK_UPLOAD=after: on the forward's stream, the A/B baseline).
+            static const bool after = env_is("EMBER_MASK_UPLOAD", "after");
             cudaStream_t up = after ? s.stream : z.upload;
             CUDA_CHECK(cudaMemcpyAsync(z.masks.get(), z.host_masks, size_t(k * W) * sizeof(uint32_t),
                                        cudaMemcpyHostToDevice, up));
             CUDA_CHECK(cudaMemcpyAsync(z.mask_row.get(), z.host_mask_row, size_t(rows) * sizeof(int32_t),
                                        cudaMemcpyHostToDevice, up));
+            if (split) CUDA_CHECK(cudaEventRecord(z.t_up, up));
             if (!after) {
                 CUDA_CHECK(cudaEventRecord(z.uploaded, z.upload));
                 CUDA_CHECK(cudaStreamWaitEvent(s.stream, z.uploaded, 0));
@@ -215,10 +272,36 @@ Status CudaCausalLM::batch_decode_sample(BatchState& b, const int32_t* slots, co
             select_rows(*cb, rows, V, any_pen, false, false);
         });
     }
+    if (split) {
+        t_selected = Clock::now();
+        if (!two) t_launched = t_filled = t_selected;
+    }
     CUDA_CHECK(cudaStreamSynchronize(s.stream));  // the one host wait per step
     float ms = 0;
     CUDA_CHECK(cudaEventElapsedTime(&ms, s.ev0, s.ev1));
     s.stats.gpu_us = ms * 1e3;
+    if (split) {
+        const Clock::time_point t_out = Clock::now();
+        std::lock_guard<std::mutex> lock(split_mu);
+        BatchStepSplit& x = split_sum;
+        x.steps++;
+        x.host_launch_us += host_us(t_in, t_launched);
+        x.host_fill_us += host_us(t_launched, t_filled);
+        x.host_upload_us += host_us(t_filled, t_selected);
+        x.host_wait_us += host_us(t_selected, t_out);
+        x.gpu_us += s.stats.gpu_us;
+        if (two) {
+            const double fwd = event_us(s.ev0, z.t_fwd);
+            x.split_steps++;
+            x.gpu_forward_us += fwd;
+            x.gpu_select_us += s.stats.gpu_us - fwd;
+        }
+        if (any_mask) {
+            x.masked_steps++;
+            x.fills_late += fills_late;
+            x.upload_late_us += std::max(0.0, event_us(z.t_fwd, z.t_up));
+        }
+    }
     for (int64_t r = 0; r < rows; ++r) b.pos[size_t(slots[r])] += 1;
     const float* lg = reinterpret_cast<const float*>(cb->host_out + b.slots());
     for (int64_t r = 0; r < rows; ++r) {

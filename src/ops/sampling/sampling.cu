@@ -218,6 +218,67 @@ __global__ void __launch_bounds__(kThreads) k_argmax_final(const u64* __restrict
     }
 }
 
+// The token mask of row r (argmax_rows_masked): mask row mask_row[r] (none if < 0; mask_row null: row r), or null.
+__device__ __forceinline__ const uint32_t* row_mask(const uint32_t* mask, int64_t mask_stride, const int32_t* mask_row,
+                                                    int64_t r) {
+    const int64_t mr = mask_row ? int64_t(mask_row[r]) : r;
+    return mr < 0 ? nullptr : mask + mr * mask_stride;
+}
+// Logit i under a mask: −inf where the bit is clear (what apply_token_mask writes there).
+__device__ __forceinline__ float masked_logit(float l, const uint32_t* m, int64_t i) {
+    return !m || ((m[i >> 5] >> (i & 31)) & 1u) ? l : -__int_as_float(0x7f800000);
+}
+
+// k_block_max of row blockIdx.y with its token mask applied on the way (the logits are not written): the
+// partials of apply_token_mask_rows then k_block_max. A warp's 32 consecutive tokens share one mask word.
+__global__ void __launch_bounds__(kThreads)
+    k_block_max_masked(const float* __restrict__ logits, int64_t vocab, u64* __restrict__ part, int64_t part_stride,
+                       const uint32_t* __restrict__ mask, int64_t mask_stride, const int32_t* __restrict__ mask_row) {
+    pdl_trigger();
+    pdl_wait();
+    logits += int64_t(blockIdx.y) * vocab;
+    part += int64_t(blockIdx.y) * part_stride;
+    const uint32_t* m = row_mask(mask, mask_stride, mask_row, blockIdx.y);
+    const int64_t stride = int64_t(gridDim.x) * kThreads, first = int64_t(blockIdx.x) * kThreads + threadIdx.x;
+    u64 best = 0;
+    for (int64_t i0 = first; i0 < vocab; i0 += stride * kPerThread) {
+        float lv[kPerThread];
+#pragma unroll
+        for (int u = 0; u < kPerThread; ++u) {
+            const int64_t i = i0 + u * stride;
+            lv[u] = i < vocab ? logits[i] : __int_as_float(0x7fc00000);
+        }
+#pragma unroll
+        for (int u = 0; u < kPerThread; ++u) {
+            const int64_t i = i0 + u * stride;
+            if (i < vocab) best = max_u64(best, pack(order_key(masked_logit(lv[u], m, i)), i));
+        }
+    }
+    best = block_max_u64<kThreads>(best);
+    if (threadIdx.x == 0) part[blockIdx.x] = best;
+}
+
+// k_argmax_final under the masks: the chosen logit is −inf when the chosen token is masked (every allowed logit
+// −inf or NaN), as it reads after apply_token_mask_rows.
+__global__ void __launch_bounds__(kThreads)
+    k_argmax_final_masked(const u64* __restrict__ part, int G, int32_t* out_id, const float* __restrict__ logits,
+                          int64_t vocab, float* __restrict__ out_logit, const uint32_t* __restrict__ mask,
+                          int64_t mask_stride, const int32_t* __restrict__ mask_row) {
+    pdl_trigger();
+    pdl_wait();
+    const int r = blockIdx.x;
+    part += int64_t(r) * G;
+    u64 best = 0;
+    for (int b = threadIdx.x; b < G; b += kThreads) best = max_u64(best, part[b]);
+    best = block_max_u64<kThreads>(best);
+    if (threadIdx.x == 0) {
+        const int32_t id = unpack_id(best);
+        out_id[r] = id;
+        if (out_logit)
+            out_logit[r] = masked_logit(logits[int64_t(r) * vocab + id], row_mask(mask, mask_stride, mask_row, r), id);
+    }
+}
+
 // Radix pass PASS: histogram of digit PASS of the key over the tokens whose higher digits equal the selected
 // prefix, counts and (top-p) fixed-point mass, in shared memory with native 32-bit atomics (the mass as two
 // sums of 20-bit halves; ≤ 2048 tokens per block keeps them exact), then added to the global histogram.
@@ -654,6 +715,23 @@ void argmax_rows(const float* logits, int64_t rows, int64_t vocab, int32_t* out_
                static_cast<uint32_t*>(nullptr), 0, int64_t(0));
     launch_pdl(k_argmax_final, dim3(unsigned(rows)), dim3(kThreads), 0, stream, 0, part, G, out_ids, logits, vocab,
                out_logits);
+}
+
+void argmax_rows_masked(const float* logits, int64_t rows, int64_t vocab, const uint32_t* mask, int64_t mask_stride,
+                        const int32_t* mask_row, int32_t* out_ids, float* out_logits, void* workspace,
+                        cudaStream_t stream) {
+    EMBER_CHECK(vocab > 0 && vocab < INT32_MAX, "argmax_rows_masked: vocab %lld", (long long)vocab);
+    EMBER_CHECK(rows >= 0 && rows <= 65535, "argmax_rows_masked: %lld rows", (long long)rows);
+    EMBER_CHECK(mask != nullptr && mask_stride >= (vocab + 31) / 32, "argmax_rows_masked: mask stride %lld",
+                (long long)mask_stride);
+    EMBER_CHECK(aligned16(workspace), "argmax_rows_masked: workspace alignment");
+    if (rows == 0) return;
+    const int G = grid_for(vocab);
+    u64* part = static_cast<u64*>(workspace);
+    launch_pdl(k_block_max_masked, dim3(G, unsigned(rows)), dim3(kThreads), 0, stream, 0, logits, vocab, part,
+               int64_t(G), mask, mask_stride, mask_row);
+    launch_pdl(k_argmax_final_masked, dim3(unsigned(rows)), dim3(kThreads), 0, stream, 0, part, G, out_ids, logits,
+               vocab, out_logits, mask, mask_stride, mask_row);
 }
 
 void apply_penalties(float* logits, int64_t vocab, const int32_t* counts, const DeviceSamplingParams* params,

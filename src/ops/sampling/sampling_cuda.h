@@ -80,6 +80,14 @@ size_t argmax_rows_workspace_bytes(int64_t rows, int64_t vocab);
 void argmax_rows(const float* logits, int64_t rows, int64_t vocab, int32_t* out_ids, float* out_logits,
                  void* workspace, cudaStream_t stream);
 
+// argmax_rows under token masks (token_mask.h layout), the logits left as they are: exactly apply_token_mask_rows
+// (token_mask_cuda.h: row r takes mask row mask_row[r], none if < 0; mask_row null: mask row r) then argmax_rows —
+// the same ids and chosen logits (−inf when the chosen token is masked: every allowed logit −inf or NaN) — in the
+// same two kernels, without the mask kernel's pass over the logits (read + write of rows·vocab floats).
+void argmax_rows_masked(const float* logits, int64_t rows, int64_t vocab, const uint32_t* mask, int64_t mask_stride,
+                        const int32_t* mask_row, int32_t* out_ids, float* out_logits, void* workspace,
+                        cudaStream_t stream);
+
 // out[0] = logits[*id] when *id is in [0, vocab), else NaN (one thread): the host checks the chosen logit for NaN
 // (a model producing NaN) without copying the logits.
 void gather_logit(const float* logits, int64_t vocab, const int32_t* id, float* out, cudaStream_t stream);

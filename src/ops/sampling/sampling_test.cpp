@@ -323,16 +323,26 @@ TEST(Sampling, ApplyTokenMaskRows) {
         }
 }
 
-// The word-wise count against a bit-by-bit one; bits past the vocabulary in the last word never count.
+// The word-wise count and "any" against a bit-by-bit count; bits past the vocabulary in the last word never count.
 TEST(Sampling, TokenMaskCountMatchesBitByBit) {
     std::mt19937_64 g(5);
-    for (int64_t V : {1, 31, 32, 33, 1000, 248320}) {
+    for (int64_t V : {1, 31, 32, 33, 63, 64, 65, 1000, 248320}) {
         std::vector<uint32_t> m(size_t(token_mask_words(V)));
-        for (int trial = 0; trial < 4; ++trial) {
+        for (int trial = 0; trial < 7; ++trial) {
             for (uint32_t& w : m) w = trial == 0 ? ~0u : trial == 1 ? 0u : uint32_t(g()) & (trial == 3 ? uint32_t(g()) : ~0u);
+            if (trial == 4) {  // only bits past the vocabulary (none when V fills its last word)
+                std::fill(m.begin(), m.end(), 0u);
+                if (V % 32) m.back() = ~0u << (V % 32);
+            }
+            if (trial == 5 || trial == 6) {  // one token: the last one, or a random one
+                std::fill(m.begin(), m.end(), 0u);
+                const int64_t v = trial == 5 ? V - 1 : int64_t(g() % uint64_t(V));
+                m[size_t(v / 32)] |= 1u << (v % 32);
+            }
             int64_t want = 0;
             for (int64_t v = 0; v < V; ++v) want += token_allowed(m.data(), v);
             EXPECT_EQ(token_mask_count(m.data(), V), want) << V << " " << trial;
+            EXPECT_EQ(token_mask_any(m.data(), V), want > 0) << V << " " << trial;
         }
     }
 }

@@ -19,5 +19,7 @@ void apply_token_mask_rows(float* logits, int64_t rows, int64_t vocab, int64_t l
 
 // Number of allowed tokens of one row in [0, vocab).
 int64_t token_mask_count(const uint32_t* mask, int64_t vocab);
+// Whether one row allows any token in [0, vocab) (== token_mask_count > 0; stops at the first word with a bit).
+bool token_mask_any(const uint32_t* mask, int64_t vocab);
 
 }  // namespace ember
