@@ -36,6 +36,7 @@ __global__ void __launch_bounds__(kThreads, 1) pd_kernel(const __grid_constant__
         S.pend->active = 0;
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
+    for (int i = tid; i < kZeroBytes / 4; i += kThreads) reinterpret_cast<uint32_t*>(smem + kOffZero)[i] = 0u;
     __syncthreads();
     const uint32_t epoch = *epoch_s;  // misc[60] is never used by the phases
     const uint32_t target = (epoch + 1u) * uint32_t(grid);

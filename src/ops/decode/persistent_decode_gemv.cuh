@@ -267,7 +267,8 @@ __device__ __forceinline__ void gemv_segments(const GemvGeo& G, const Smem& S, c
         const uint8_t* cr = slot_base + g * G.RS + ls * 64 + t * 16;
         wg[u] = *reinterpret_cast<const uint4*>(cr);
         wg8[u] = *reinterpret_cast<const uint4*>(cr + 8 * G.RS);
-        xp[u] = reinterpret_cast<const uint4*>(S.work + gseg * 512 + t * 16);
+        // lanes whose B column is unused read zeros (S.zero: 8 steps × 64 bytes) instead of a branch per step
+        xp[u] = reinterpret_cast<const uint4*>(G.act ? S.work + gseg * 512 + t * 16 : S.zero);
         // valid groups of this segment: min(gps, groups left in the matrix)
         const int lim = min(G.gps, G.ngroups - (ch * G.gpc + ls * G.gps));
         sc[u] = sc8[u] = bi[u] = bi8[u] = X[u] = make_float2(0.f, 0.f);
@@ -294,7 +295,7 @@ __device__ __forceinline__ void gemv_segments(const GemvGeo& G, const Smem& S, c
             const uint32_t w0 = wi == 0 ? wg[u].x : wi == 1 ? wg[u].y : wi == 2 ? wg[u].z : wg[u].w;
             const uint32_t w8 = wi == 0 ? wg8[u].x : wi == 1 ? wg8[u].y : wi == 2 ? wg8[u].z : wg8[u].w;
             const uint32_t a0 = pair16(w0, j), a2 = pair16(w0, j + 1), a1 = pair16(w8, j), a3 = pair16(w8, j + 1);
-            const uint4 b = G.act ? xp[u][s * 4] : make_uint4(0u, 0u, 0u, 0u);
+            const uint4 b = xp[u][s * 4];
             mma(Dh[u], a0, a1, a2, a3, b.x, b.y);
             mma(Dl[u], a0, a1, a2, a3, b.z, b.w);
         }

@@ -18,13 +18,15 @@ constexpr int kConsumerWarps = 8;
 constexpr int kConsumers = 32 * kConsumerWarps;  // threads that compute (named barrier 1)
 constexpr int kThreads = kConsumers + 32;        // + one producer warp (the last)
 constexpr int kMaxSlots = 16;
-// Shared-memory header: mbarriers | misc floats | tile reduction | pending conv-state rows.
+// Shared-memory header: mbarriers | misc floats | tile reduction | pending conv-state rows | 512 zero bytes.
 constexpr int kOffBars = 0;        // full[kMaxSlots], empty[kMaxSlots] (u64)
 constexpr int kOffMisc = 256;      // 64 floats / ints of per-phase scalars
 constexpr int kOffRed = 512;       // [2][kConsumerWarps][16 rows] floats
 constexpr int kOffPend = 2560;     // PendingConv
 constexpr int kPendVals = 2 * 128 * 3;
-constexpr int kHeader = 6144;
+constexpr int kOffZero = 6144;     // zeros: the B fragments of the GEMV lanes whose MMA column is unused
+constexpr int kZeroBytes = 512;
+constexpr int kHeader = kOffZero + kZeroBytes;
 constexpr int kWorkMin = 30 * 1024;  // attention / GDN / combine scratch
 
 // q/k conv-state rows a GDN task computed but may not write yet (other value heads of the same key head read the
@@ -34,7 +36,7 @@ struct PendingConv {
     int32_t active, kh, dk, kd, C, K;
     float vals[kPendVals];  // [2 · dk][K − 1]: q channels then k channels
 };
-static_assert(kOffPend + sizeof(PendingConv) <= kHeader, "header");
+static_assert(kOffPend + sizeof(PendingConv) <= kOffZero, "header");
 
 struct Smem {
     uint64_t* full;
@@ -42,6 +44,7 @@ struct Smem {
     float* misc;
     float* red;
     PendingConv* pend;
+    const uint8_t* zero;
     uint8_t* work;
     uint8_t* ring;
     int nslots, slot_bytes, kc;
@@ -54,6 +57,7 @@ __device__ __forceinline__ Smem carve(uint8_t* smem, const PdLaunch& L) {
     S.misc = reinterpret_cast<float*>(smem + kOffMisc);
     S.red = reinterpret_cast<float*>(smem + kOffRed);
     S.pend = reinterpret_cast<PendingConv*>(smem + kOffPend);
+    S.zero = smem + kOffZero;
     S.work = smem + kHeader;
     S.ring = S.work + L.work_bytes;
     S.nslots = L.nslots, S.slot_bytes = L.slot_bytes, S.kc = L.kc;
