@@ -294,14 +294,19 @@ __global__ void gemm_prep_sb(const ST* __restrict__ sc, const ST* __restrict__ b
     }
 }
 
-// Sums the K split's partials in slice order into the output (split by rows as Args::y .. y3 / yend, a.N rows).
-__global__ void gemm_reduce(const float* __restrict__ part, int split, int64_t count, Args a) {
-    for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += int64_t(gridDim.x) * blockDim.x) {
+// Sums the K split's partials in slice order into the output (split by rows as Args::y .. y3 / yend, a.N rows):
+// thread x of the grid is output row r (its part and stride found once), the grid's y walks the tokens m — no
+// division per element; reads and writes along r, coalesced.
+__global__ void gemm_reduce(const float* __restrict__ part, int split, int M, Args a) {
+    const int N = a.N, r = int(blockIdx.x) * int(blockDim.x) + int(threadIdx.x);
+    if (r >= N) return;
+    int ld;
+    float* yr = out_row(a, r, ld);  // (blockIdx.z = 0)
+    const int64_t count = int64_t(M) * N;
+    for (int m = int(blockIdx.y); m < M; m += int(gridDim.y)) {
+        const int64_t i = int64_t(m) * N + r;
         float s = part[i];
         for (int z = 1; z < split; ++z) s += part[int64_t(z) * count + i];
-        const int m = int(i / a.N), r = int(i - int64_t(m) * a.N);
-        int ld;
-        float* yr = out_row(a, r, ld);  // (blockIdx.z = 0)
         yr[int64_t(m) * ld] = s;
     }
 }
@@ -581,8 +586,8 @@ void gemm_q_impl(const Weight& W, const float* x, int64_t n, const GemmOutSplit&
         else launch_bits<8, false>(p.config, a, gs, split, stream);
     }
     if (split > 1) {
-        const int64_t count = n * W.rows;
-        gemm_reduce<<<unsigned(std::clamp<int64_t>((count + 255) / 256, 1, 4096)), 256, 0, stream>>>(part, split, count, ao);
+        const int64_t gx = (W.rows + 255) / 256, gy = std::clamp<int64_t>(4096 / gx, 1, std::min<int64_t>(n, 65535));
+        gemm_reduce<<<dim3(unsigned(gx), unsigned(gy)), 256, 0, stream>>>(part, split, int(n), ao);
         CUDA_CHECK(cudaGetLastError());
     }
 }

@@ -8,7 +8,11 @@
 
 #include <cstdint>
 
+#include "ops/linear/split_out.cuh"
+
 namespace ember::cuda::gemmq {
+
+using ember::cuda::detail::split_out_row;
 
 constexpr int kStageK = 64;             // columns per stage (two 32-column spans)
 __device__ __forceinline__ float to_float(float v) { return v; }
@@ -62,13 +66,7 @@ struct Args {
 // Where output row r of token 0 goes, and the row stride of its part (static selects: no indexed parameters).
 // Split slice z of a K split writes its own [M, N] partials (one part then).
 __device__ __forceinline__ float* out_row(const Args& a, int r, int& ld) {
-    float* p = a.y + int64_t(blockIdx.z) * a.M * a.N;
-    int s = 0, e = a.yend[0];
-    if (r >= a.yend[0]) p = a.y1, s = a.yend[0], e = a.yend[1];
-    if (r >= a.yend[1]) p = a.y2, s = a.yend[1], e = a.yend[2];
-    if (r >= a.yend[2]) p = a.y3, s = a.yend[2], e = a.N;
-    ld = (e < a.N ? e : a.N) - s;
-    return p + (r - s);
+    return split_out_row(a.y + int64_t(blockIdx.z) * a.M * a.N, a.y1, a.y2, a.y3, a.yend, a.N, r, ld);
 }
 
 __device__ __forceinline__ uint32_t smem_u32(const void* p) {

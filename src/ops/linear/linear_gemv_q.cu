@@ -44,6 +44,7 @@
 #include "ops/linear/linear_cuda.h"
 #include "ops/linear/linear_gemv_mma.cuh"
 #include "ops/linear/linear_gemv_prologue.cuh"
+#include "ops/linear/split_out.cuh"
 
 namespace ember::cuda::detail {
 namespace {
@@ -203,12 +204,9 @@ __device__ __forceinline__ void stage_x(const QArgs& a, const float* inv, int ku
 
 // Where y[tok, row] lives (the split output's part, static selects).
 __device__ __forceinline__ float* y_at(const QArgs& a, int tok, int64_t row) {
-    float* p = a.y;
-    int64_t s = 0, e = a.yend[0];
-    if (row >= a.yend[0]) p = a.y1, s = a.yend[0], e = a.yend[1];
-    if (row >= a.yend[1]) p = a.y2, s = a.yend[1], e = a.yend[2];
-    if (row >= a.yend[2]) p = a.y3, s = a.yend[2], e = a.rows;
-    return p + int64_t(tok) * ((e < a.rows ? e : a.rows) - s) + (row - s);
+    int64_t ld;
+    float* p = split_out_row(a.y, a.y1, a.y2, a.y3, a.yend, a.rows, row, ld);
+    return p + int64_t(tok) * ld;
 }
 
 // After a round with slices or chunks: sum the slice partials of each (tile, row, token) in slice order, then

@@ -169,77 +169,37 @@ __device__ __forceinline__ u64 mass_fx(float l, float M, float T) {
 
 // ---- kernels ------------------------------------------------------------------------------------------------
 
-// Per-block maximum of pack(key, id) → part[blockIdx.x]; optionally zeroes `zero_words` words (sampling scratch).
+// Token masks read on the way (argmax_rows_masked; mask null: none): row r's mask is row mask_row[r] of mask (none if
+// < 0; mask_row null: row r), and a logit whose bit is clear counts as −inf (what apply_token_mask writes there).
+struct MaskRef {
+    const uint32_t* mask;
+    int64_t stride;
+    const int32_t* row;
+    __device__ __forceinline__ const uint32_t* of(int64_t r) const {
+        if (!mask) return nullptr;
+        const int64_t mr = row ? int64_t(row[r]) : r;
+        return mr < 0 ? nullptr : mask + mr * stride;
+    }
+};
+__device__ __forceinline__ float masked_logit(float l, const uint32_t* m, int64_t i) {
+    return !m || ((m[i >> 5] >> (i & 31)) & 1u) ? l : -__int_as_float(0x7f800000);
+}
+
+// Per-block maximum of pack(key, id) → part[blockIdx.x]; optionally zeroes `zero_words` words (sampling scratch)
+// and applies the row's token mask (a warp's 32 consecutive tokens share one mask word; the logits are not written).
 // Each thread issues its kPerThread loads before using any of them.
 __global__ void __launch_bounds__(kThreads)
     k_block_max(const float* __restrict__ logits, int64_t vocab, u64* __restrict__ part, int64_t part_stride,
-                uint32_t* zero, int zero_words, int64_t zero_stride) {
+                uint32_t* zero, int zero_words, int64_t zero_stride, MaskRef mk) {
     pdl_trigger();  // argmax() launches this kernel and its successor with PDL
     pdl_wait();
     logits += int64_t(blockIdx.y) * vocab;  // row blockIdx.y (argmax_rows, sample_rows; else 0)
     part += int64_t(blockIdx.y) * part_stride;
     if (zero) zero = reinterpret_cast<uint32_t*>(reinterpret_cast<char*>(zero) + int64_t(blockIdx.y) * zero_stride);
+    const uint32_t* m = mk.of(blockIdx.y);
     const int64_t stride = int64_t(gridDim.x) * kThreads, first = int64_t(blockIdx.x) * kThreads + threadIdx.x;
     if (zero)
         for (int64_t i = first; i < zero_words; i += stride) zero[i] = 0u;
-    u64 best = 0;
-    for (int64_t i0 = first; i0 < vocab; i0 += stride * kPerThread) {
-        float lv[kPerThread];
-#pragma unroll
-        for (int u = 0; u < kPerThread; ++u) {
-            const int64_t i = i0 + u * stride;
-            lv[u] = i < vocab ? logits[i] : __int_as_float(0x7fc00000);
-        }
-#pragma unroll
-        for (int u = 0; u < kPerThread; ++u) {
-            const int64_t i = i0 + u * stride;
-            if (i < vocab) best = max_u64(best, pack(order_key(lv[u]), i));
-        }
-    }
-    best = block_max_u64<kThreads>(best);
-    if (threadIdx.x == 0) part[blockIdx.x] = best;
-}
-
-// Block r: the maximum of row r's G partials → out_id[r] (and out_logit[r] = that row's logit when given).
-__global__ void __launch_bounds__(kThreads) k_argmax_final(const u64* __restrict__ part, int G, int32_t* out_id,
-                                                           const float* __restrict__ logits, int64_t vocab,
-                                                           float* __restrict__ out_logit) {
-    pdl_trigger();
-    pdl_wait();
-    const int r = blockIdx.x;
-    part += int64_t(r) * G;
-    u64 best = 0;
-    for (int b = threadIdx.x; b < G; b += kThreads) best = max_u64(best, part[b]);
-    best = block_max_u64<kThreads>(best);
-    if (threadIdx.x == 0) {
-        const int32_t id = unpack_id(best);
-        out_id[r] = id;
-        if (out_logit) out_logit[r] = logits[int64_t(r) * vocab + id];
-    }
-}
-
-// The token mask of row r (argmax_rows_masked): mask row mask_row[r] (none if < 0; mask_row null: row r), or null.
-__device__ __forceinline__ const uint32_t* row_mask(const uint32_t* mask, int64_t mask_stride, const int32_t* mask_row,
-                                                    int64_t r) {
-    const int64_t mr = mask_row ? int64_t(mask_row[r]) : r;
-    return mr < 0 ? nullptr : mask + mr * mask_stride;
-}
-// Logit i under a mask: −inf where the bit is clear (what apply_token_mask writes there).
-__device__ __forceinline__ float masked_logit(float l, const uint32_t* m, int64_t i) {
-    return !m || ((m[i >> 5] >> (i & 31)) & 1u) ? l : -__int_as_float(0x7f800000);
-}
-
-// k_block_max of row blockIdx.y with its token mask applied on the way (the logits are not written): the
-// partials of apply_token_mask_rows then k_block_max. A warp's 32 consecutive tokens share one mask word.
-__global__ void __launch_bounds__(kThreads)
-    k_block_max_masked(const float* __restrict__ logits, int64_t vocab, u64* __restrict__ part, int64_t part_stride,
-                       const uint32_t* __restrict__ mask, int64_t mask_stride, const int32_t* __restrict__ mask_row) {
-    pdl_trigger();
-    pdl_wait();
-    logits += int64_t(blockIdx.y) * vocab;
-    part += int64_t(blockIdx.y) * part_stride;
-    const uint32_t* m = row_mask(mask, mask_stride, mask_row, blockIdx.y);
-    const int64_t stride = int64_t(gridDim.x) * kThreads, first = int64_t(blockIdx.x) * kThreads + threadIdx.x;
     u64 best = 0;
     for (int64_t i0 = first; i0 < vocab; i0 += stride * kPerThread) {
         float lv[kPerThread];
@@ -258,12 +218,11 @@ __global__ void __launch_bounds__(kThreads)
     if (threadIdx.x == 0) part[blockIdx.x] = best;
 }
 
-// k_argmax_final under the masks: the chosen logit is −inf when the chosen token is masked (every allowed logit
-// −inf or NaN), as it reads after apply_token_mask_rows.
-__global__ void __launch_bounds__(kThreads)
-    k_argmax_final_masked(const u64* __restrict__ part, int G, int32_t* out_id, const float* __restrict__ logits,
-                          int64_t vocab, float* __restrict__ out_logit, const uint32_t* __restrict__ mask,
-                          int64_t mask_stride, const int32_t* __restrict__ mask_row) {
+// Block r: the maximum of row r's G partials → out_id[r] (and out_logit[r] = that row's logit when given; under a
+// token mask −inf when the chosen token is masked, i.e. every allowed logit is −inf or NaN).
+__global__ void __launch_bounds__(kThreads) k_argmax_final(const u64* __restrict__ part, int G, int32_t* out_id,
+                                                           const float* __restrict__ logits, int64_t vocab,
+                                                           float* __restrict__ out_logit, MaskRef mk) {
     pdl_trigger();
     pdl_wait();
     const int r = blockIdx.x;
@@ -274,8 +233,7 @@ __global__ void __launch_bounds__(kThreads)
     if (threadIdx.x == 0) {
         const int32_t id = unpack_id(best);
         out_id[r] = id;
-        if (out_logit)
-            out_logit[r] = masked_logit(logits[int64_t(r) * vocab + id], row_mask(mask, mask_stride, mask_row, r), id);
+        if (out_logit) out_logit[r] = masked_logit(logits[int64_t(r) * vocab + id], mk.of(r), id);
     }
 }
 
@@ -694,9 +652,9 @@ void argmax(const float* logits, int64_t vocab, int32_t* out_id, void* workspace
     const int G = grid_for(vocab);
     u64* part = static_cast<u64*>(workspace);
     launch_pdl(k_block_max, dim3(G), dim3(kThreads), 0, stream, 0, logits, vocab, part, int64_t(G),
-               static_cast<uint32_t*>(nullptr), 0, int64_t(0));
+               static_cast<uint32_t*>(nullptr), 0, int64_t(0), MaskRef{});
     launch_pdl(k_argmax_final, dim3(1), dim3(kThreads), 0, stream, 0, part, G, out_id, logits, vocab,
-               static_cast<float*>(nullptr));
+               static_cast<float*>(nullptr), MaskRef{});
 }
 
 size_t argmax_rows_workspace_bytes(int64_t rows, int64_t vocab) {
@@ -712,9 +670,9 @@ void argmax_rows(const float* logits, int64_t rows, int64_t vocab, int32_t* out_
     const int G = grid_for(vocab);
     u64* part = static_cast<u64*>(workspace);
     launch_pdl(k_block_max, dim3(G, unsigned(rows)), dim3(kThreads), 0, stream, 0, logits, vocab, part, int64_t(G),
-               static_cast<uint32_t*>(nullptr), 0, int64_t(0));
+               static_cast<uint32_t*>(nullptr), 0, int64_t(0), MaskRef{});
     launch_pdl(k_argmax_final, dim3(unsigned(rows)), dim3(kThreads), 0, stream, 0, part, G, out_ids, logits, vocab,
-               out_logits);
+               out_logits, MaskRef{});
 }
 
 void argmax_rows_masked(const float* logits, int64_t rows, int64_t vocab, const uint32_t* mask, int64_t mask_stride,
@@ -728,10 +686,11 @@ void argmax_rows_masked(const float* logits, int64_t rows, int64_t vocab, const 
     if (rows == 0) return;
     const int G = grid_for(vocab);
     u64* part = static_cast<u64*>(workspace);
-    launch_pdl(k_block_max_masked, dim3(G, unsigned(rows)), dim3(kThreads), 0, stream, 0, logits, vocab, part,
-               int64_t(G), mask, mask_stride, mask_row);
-    launch_pdl(k_argmax_final_masked, dim3(unsigned(rows)), dim3(kThreads), 0, stream, 0, part, G, out_ids, logits,
-               vocab, out_logits, mask, mask_stride, mask_row);
+    const MaskRef mk{mask, mask_stride, mask_row};
+    launch_pdl(k_block_max, dim3(G, unsigned(rows)), dim3(kThreads), 0, stream, 0, logits, vocab, part, int64_t(G),
+               static_cast<uint32_t*>(nullptr), 0, int64_t(0), mk);
+    launch_pdl(k_argmax_final, dim3(unsigned(rows)), dim3(kThreads), 0, stream, 0, part, G, out_ids, logits, vocab,
+               out_logits, mk);
 }
 
 void apply_penalties(float* logits, int64_t vocab, const int32_t* counts, const DeviceSamplingParams* params,
@@ -794,7 +753,7 @@ void sample_rows(const float* logits, int64_t rows, int64_t vocab, const DeviceS
     u64* part_max0 = reinterpret_cast<u64*>(ws + align256(sizeof(Scratch)));
     k_block_max<<<dim3(G, R), kThreads, 0, stream>>>(logits, vocab, part_max0, S / int64_t(sizeof(u64)),
                                                      reinterpret_cast<uint32_t*>(ws), static_cast<int>(kZeroBytes / 4),
-                                                     S);
+                                                     S, MaskRef{});
     k_hist<0><<<dim3(G, R), kThreads, 0, stream>>>(logits, vocab, params, ws, S, G);
     k_select<0><<<R, kOneBlock, 0, stream>>>(logits, vocab, params, ws, S, G);
     k_hist<1><<<dim3(G, R), kThreads, 0, stream>>>(logits, vocab, params, ws, S, G);
