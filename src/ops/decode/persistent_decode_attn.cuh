@@ -23,11 +23,30 @@ __device__ __forceinline__ void attn_splits(int64_t T, int max_splits, int64_t& 
     n_live = int((T + chunk - 1) / chunk);
 }
 
+// The phase's weights in shared memory, loaded before the wait for the previous phase (they do not depend on it):
+// q_norm [D], k_norm [D] (when present), the RoPE table [half] (+ [half] frequency factors). At the end of the
+// attention scratch (attn_task's layout below, ≤ 23 KB of kWorkMin).
+constexpr int kAttnPre = (2 * kAttnMaxR + 2) * 256 + kAttnMaxR * 32 + 16 + 16 + 2 * kAttnMaxR + 4 * 256;
+static_assert((kAttnPre + 3 * 256) * 4 <= kWorkMin, "attention scratch");
+struct AttnPre {
+    const float *q_norm, *k_norm, *rope;
+};
+__device__ __forceinline__ AttnPre attn_prefetch(const PdAttn& op, const Smem& S, int tid) {
+    float* pre = reinterpret_cast<float*>(S.work) + kAttnPre;
+    const int D = op.D, nr = op.has_factor ? 2 * op.half : op.half;
+    for (int i = tid; i < D; i += kConsumers) {
+        if (op.q_norm) pre[i] = __ldg(op.q_norm + i);
+        if (op.k_norm) pre[256 + i] = __ldg(op.k_norm + i);
+    }
+    for (int i = tid; i < nr; i += kConsumers) pre[512 + i] = __ldg(op.rope + i);
+    return AttnPre{op.q_norm ? pre : nullptr, op.k_norm ? pre + 256 : nullptr, pre + 512};
+}
+
 // RMSNorm (norm weights or none) then RoPE of `rows` head vectors raw[r][D] → dst[r][D]·mul, as qk_prologue.
-// raw (written by any consumer before the call) is normalised in place. pos: the token's position. Starts and ends
-// with a barrier.
+// raw (written by any consumer before the call) is normalised in place. pos: the token's position; norm_w and rope
+// in shared memory (attn_prefetch). Starts and ends with a barrier.
 __device__ __forceinline__ void norm_rope(const PdAttn& op, float* raw, float* dst, int rows, const float* norm_w,
-                                          int64_t pos, float mul, float* inv_s, int tid) {
+                                          const float* rope, int64_t pos, float mul, float* inv_s, int tid) {
     const int D = op.D, warp = tid >> 5, lane = tid & 31;
     consumer_sync();  // raw was written by other threads
     if (norm_w && warp < rows) {
@@ -38,7 +57,7 @@ __device__ __forceinline__ void norm_rope(const PdAttn& op, float* raw, float* d
     }
     consumer_sync();
     if (norm_w)
-        for (int i = tid; i < rows * D; i += kConsumers) raw[i] = raw[i] * inv_s[i / D] * __ldg(norm_w + i % D);
+        for (int i = tid; i < rows * D; i += kConsumers) raw[i] = raw[i] * inv_s[i / D] * norm_w[i % D];
     consumer_sync();
     const int half = op.half;
     for (int i = tid; i < rows * D; i += kConsumers) {
@@ -50,8 +69,8 @@ __device__ __forceinline__ void norm_rope(const PdAttn& op, float* raw, float* d
             const int j = il ? c >> 1 : (c < half ? c : c - half);
             const bool first = il ? (c & 1) == 0 : c < half;
             const float a = il ? row[2 * j] : row[j], b = il ? row[2 * j + 1] : row[j + half];
-            float phi = __fmul_rn(static_cast<float>(pos), __ldg(op.rope + j));
-            if (op.has_factor) phi = __fdiv_rn(phi, __ldg(op.rope + half + j));
+            float phi = __fmul_rn(static_cast<float>(pos), rope[j]);
+            if (op.has_factor) phi = __fdiv_rn(phi, rope[half + j]);
             float sn, cs;
             sincosf(phi, &sn, &cs);
             y = first ? __fsub_rn(__fmul_rn(a, cs), __fmul_rn(b, sn)) : __fadd_rn(__fmul_rn(b, cs), __fmul_rn(a, sn));
@@ -61,8 +80,8 @@ __device__ __forceinline__ void norm_rope(const PdAttn& op, float* raw, float* d
     consumer_sync();
 }
 
-__device__ __forceinline__ void attn_task(const PdAttn& op, const Smem& S, int g, int j, int64_t chunk, int n_live,
-                                          int64_t pos, int tid) {
+__device__ __forceinline__ void attn_task(const PdAttn& op, const Smem& S, const AttnPre& pw, int g, int j,
+                                          int64_t chunk, int n_live, int64_t pos, int tid) {
     const int D = op.D, H = op.H, R = H / op.G, h0 = g * R, warp = tid >> 5, lane = tid & 31;
     const int64_t T = pos + 1, k0 = int64_t(j) * chunk, k1 = min(T, k0 + chunk);
     const bool last = j == n_live - 1;
@@ -79,9 +98,9 @@ __device__ __forceinline__ void attn_task(const PdAttn& op, const Smem& S, int g
     for (int i = tid; i < R * D; i += kConsumers) raw[i] = __ldcg(op.qg + int64_t(h0 + i / D) * qstride + i % D);
     if (last)
         for (int c = tid; c < D; c += kConsumers) raw[R * D + c] = __ldcg(op.k + int64_t(g) * D + c);
-    norm_rope(op, raw, q_s, R, op.q_norm, pos, op.q_scale, inv_s, tid);
+    norm_rope(op, raw, q_s, R, pw.q_norm, pw.rope, pos, op.q_scale, inv_s, tid);
     if (last) {  // the new key (normed, roped) and value at pos
-        norm_rope(op, raw + R * D, k_s, 1, op.k_norm, pos, 1.f, inv_s + 8, tid);
+        norm_rope(op, raw + R * D, k_s, 1, pw.k_norm, pw.rope, pos, 1.f, inv_s + 8, tid);
         float* Kg = op.Kc + (int64_t(g) * op.cap + pos) * D;
         float* Vg = op.Vc + (int64_t(g) * op.cap + pos) * D;
         for (int c = tid; c < D; c += kConsumers) {
@@ -199,14 +218,20 @@ __device__ __forceinline__ void attn_task(const PdAttn& op, const Smem& S, int g
 
 __device__ __forceinline__ void consume_attn(const PdAttn op, const Smem& S, const int32_t* pos_dev, int tid, int blk,
                                              int grid, const Waiter& W) {
-    W.wait(tid);
-    const int64_t pos = __ldcg(pos_dev);
+    const int64_t pos = __ldcg(pos_dev);  // set before the launch (no phase writes it): read before the wait
     int64_t chunk;
     int n_live;
     attn_splits(pos + 1, op.max_splits, chunk, n_live);
     int64_t t0, t1;
     task_range(int64_t(op.G) * n_live, grid, blk, t0, t1);
-    for (int64_t task = t0; task < t1; ++task) attn_task(op, S, int(task / n_live), int(task % n_live), chunk, n_live, pos, tid);
+    AttnPre pw{};
+    if (t0 < t1) {  // (block-uniform) this block's weights in flight during the wait
+        pw = attn_prefetch(op, S, tid);
+        consumer_sync();  // (the first phase of a launch has no wait barrier)
+    }
+    W.wait(tid);
+    for (int64_t task = t0; task < t1; ++task)
+        attn_task(op, S, pw, int(task / n_live), int(task % n_live), chunk, n_live, pos, tid);
 }
 
 __device__ __forceinline__ void consume_combine(const PdAttn op, const Smem& S, const int32_t* pos_dev, int tid,
