@@ -126,9 +126,14 @@ void Runtime::walk_fast(const Trie& T, uint32_t at, int32_t head, OnTok& on_tok,
     Config popped;
     // The frame's pop, taken once: p's closure may pop on up to the sentinel (the token then leaves the inner frame).
     bool have_popped = false, popped_sentinel = false;
+    // The work bound's count in a local (tick() per node stores work_ and tests over_ in this loop): work_ is
+    // written back before the nested calls, which count on, and read again after them. The bound stays exact.
+    const int64_t max_work = g.max_match_work;
+    int64_t work = work_;
     const uint32_t stop = T.end[at];
     uint32_t j = at + 1;
-    while (j < stop && !over_) {
+    if (over_) return;
+    while (j < stop) {
         const int32_t s = next[size_t(st[T.depth[j] - 1]) * nc + cls[T.byte[j]]];
         if (s < 0) {
             j = T.end[j];
@@ -136,17 +141,23 @@ void Runtime::walk_fast(const Trie& T, uint32_t at, int32_t head, OnTok& on_tok,
         }
         st[T.depth[j]] = s;
         ++stats_.visited;
-        tick();
+        if (++work > max_work) {
+            over_ = true;
+            break;
+        }
         for (uint32_t k = T.tok_begin[j]; k < T.tok_begin[j + 1]; ++k) on_tok(T.toks[k]);
         const uint8_t f = flags[s];
         if (T.end[j] > j + 1) {
             if (f & CompiledGrammar::HAS_CALLS) {  // leave the DFA loop: calls (and pops) in the general walk
                 Config& c = cfg_[T.depth[j]];
+                work_ = work;
                 const int32_t nd = intern(s, p);
                 bool sp = false;
                 closure(&nd, 1, c, &sp);
                 if (sp) on_edge(j);
                 if (!c.heads.empty()) walk(T, j, c, on_tok, on_edge);
+                work = work_;
+                if (over_) break;
                 st[T.depth[j]] = s;
                 j = T.end[j];
                 continue;
@@ -155,6 +166,7 @@ void Runtime::walk_fast(const Trie& T, uint32_t at, int32_t head, OnTok& on_tok,
                 if (p == kSentinel) {
                     on_edge(j);
                 } else {
+                    work_ = work;
                     if (!have_popped) {
                         closure(&p, 1, popped, &popped_sentinel);
                         have_popped = true;
@@ -164,6 +176,8 @@ void Runtime::walk_fast(const Trie& T, uint32_t at, int32_t head, OnTok& on_tok,
                         walk(T, j, popped, on_tok, on_edge);
                         st[T.depth[j]] = s;  // the nested walk may start its own DFA loop at this depth
                     }
+                    work = work_;
+                    if (over_) break;
                 }
             }
             if (f & CompiledGrammar::HAS_BYTES) {
@@ -173,6 +187,7 @@ void Runtime::walk_fast(const Trie& T, uint32_t at, int32_t head, OnTok& on_tok,
         }
         j = T.end[j];
     }
+    work_ = work;
 }
 
 const InnerEntry& Runtime::inner(int32_t gs) {
