@@ -6,6 +6,7 @@
 # EMBER_STAGES (default "gemm tests compare gemmbench bench"): which stages run; "gemm" (the prefill GEMM's tests)
 # stops the run early when they fail; also "batch" (the batched engine's tests and `ember bench --batch`),
 # "splitbench", "server", "grammar" (both need .devdata/smollm2.part*),
+# "kv" (decode and prefill with the KV cache in fp32 vs bf16),
 # "profile", "persistent" (the persistent decode kernel's tests and decode graph vs persistent), "masks" (the batched
 # engine with a JSON schema vs free at 32 / 64 streams; needs .devdata/qwen3_6.tiktoken), "ttft" (warm vs cold
 # time to first token of the prefix cache, `ember bench --prefix-ttft`). EMBER_MODELS: the `ember bench` models; EMBER_PP: its -p list (default 512).
@@ -104,6 +105,21 @@ if has batch; then
   row "ember bench --batch ($bmodels)" "rc=$? (bench_batch.md)"
   timeout 200 $E bench --synthetic "$bmodels" --device cuda -p 0 -n 128 -r 2 -c 512 >> "$OUT/bench_batch.md" 2>> "$OUT/bench_batch.err"
   cat "$OUT/bench_batch.md"; tail -5 "$OUT/bench_batch.err"
+fi
+# 3a1. the KV cache in bf16 (the CUDA default) vs fp32: decode at 1 / 8 / 64 streams with 128-token prompts,
+# 1 / 8 streams after 8,192-token prompts (where attention reads most of the cache), and pp512 / pp8192 + tg128
+if has kv; then
+  kmodels=${EMBER_KV_MODELS:-qwen3.5-2b,qwen3.5-9b}
+  for kv in f32 bf16; do
+    timeout 300 $E bench --synthetic "$kmodels" --device cuda --batch 1,8,64 -n 128 -r 2 -c 512 --kv-cache-dtype $kv \
+      > "$OUT/bench_kv_$kv.md" 2> "$OUT/bench_kv_$kv.err"
+    row "bench --batch 1,8,64, KV $kv" "rc=$? (bench_kv_$kv.md)"
+    timeout 200 $E bench --synthetic qwen3.5-2b --device cuda --batch 1,8 --batch-prompt 8192 -n 64 -r 1 -c 8300 \
+      --kv-cache-dtype $kv >> "$OUT/bench_kv_$kv.md" 2>> "$OUT/bench_kv_$kv.err"
+    timeout 200 $E bench --synthetic qwen3.5-2b --device cuda -p 512,8192 -n 128 -r 2 --kv-cache-dtype $kv \
+      >> "$OUT/bench_kv_$kv.md" 2>> "$OUT/bench_kv_$kv.err"
+    echo "KV $kv"; cat "$OUT/bench_kv_$kv.md"; tail -3 "$OUT/bench_kv_$kv.err"
+  done
 fi
 # 3a2. the prefix cache: time to first token of a prompt whose 4,000-token prefix is cached vs the same prompt cold
 # (issue 14: warm ≤ 10 % of cold; EMBER_TTFT_MODELS, EMBER_TTFT_LEN)

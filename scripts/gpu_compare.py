@@ -5,6 +5,8 @@
    with and without --decode-from: max rel. L2 per position, max KL, top-1 agreement.
 2. GPU vs CPU on synthetic Qwen3.5-2B-shaped weights: top-1 agreement and KL over 64 positions,
    and greedy tokens over 128 steps.
+The oracle checks run the GPU with the fp32 KV cache (--kv-cache-dtype f32); section 4 reports what the
+default bf16 cache changes against the same oracles.
 """
 import json, os, subprocess, sys, tempfile
 import numpy as np
@@ -14,7 +16,13 @@ root = os.path.join(os.path.dirname(__file__), "..")
 fx = os.path.join(root, "tests", "fixtures", "qwen35")
 
 
+def kv_f32(args):
+    """GPU runs keep the fp32 KV cache unless the caller names one."""
+    return args + ["--kv-cache-dtype", "f32"] if "cuda" in args and "--kv-cache-dtype" not in args else args
+
+
 def logits(args, n, env=None):
+    args = kv_f32(args)
     with tempfile.NamedTemporaryFile(suffix=".bin") as f:
         r = subprocess.run([E, "logits", *args, "--out", f.name], capture_output=True, text=True,
                            env={**os.environ, **(env or {})})
@@ -70,8 +78,8 @@ except Exception as e:  # noqa: BLE001
 try:
     ids = {}
     for dev in ("cpu", "cuda"):
-        r = subprocess.run([E, "generate", "--synthetic", "qwen3.5-2b", "--device", dev, "--tokens", ts[:200].rsplit(",", 1)[0],
-                            "-n", "128", "--ignore-eos"], capture_output=True, text=True)
+        r = subprocess.run(kv_f32([E, "generate", "--synthetic", "qwen3.5-2b", "--device", dev, "--tokens",
+                                   ts[:200].rsplit(",", 1)[0], "-n", "128", "--ignore-eos"]), capture_output=True, text=True)
         ids[dev] = r.stdout.strip().split(",")
     same = sum(1 for a, b in zip(ids["cpu"], ids["cuda"]) if a == b)
     first_diff = next((i for i, (a, b) in enumerate(zip(ids["cpu"], ids["cuda"])) if a != b), None)
@@ -154,3 +162,37 @@ for case, gguf, oracle in [("llama_gqa_untied", "model-f32.gguf", "ref_logits.bi
             print(f"| gguf {case}/{gguf}{tag} {' '.join(extra) or 'prefill'} | rel L2 {r:.2e}, KL {k:.1e}, top-1 {t:.3f} {ok} |")
     except Exception as e:  # noqa: BLE001
         print(f"| gguf {case}/{gguf} | ERROR {str(e)[:200]} |")
+
+# 4. The bf16 KV cache (the CUDA default) against the same oracles: fixtures (transformers logits, prefill and
+# decode), synthetic 2B GPU vs CPU over 64 positions and at the end of a 2049-token prompt. Reported, not gated.
+for case in sorted(os.listdir(fx)):
+    d = os.path.join(fx, case)
+    p = os.path.join(d, "ref_logits.bin")
+    if not os.path.isdir(d) or not os.path.exists(p):
+        continue
+    toks = json.load(open(os.path.join(d, "prompt.json")))["tokens"]
+    want = np.fromfile(p, dtype=np.float32).reshape(len(toks), -1)
+    for extra in ([], ["--decode-from", "1"]):
+        try:
+            bf = logits(["-m", d, "--device", "cuda", "--kv-cache-dtype", "bf16", "--tokens", ",".join(map(str, toks)),
+                         *extra], len(toks))
+            r, k, t = stats(bf, want)
+            print(f"| bf16 KV: {case} ref_logits {' '.join(extra) or 'prefill'} | rel L2 {r:.2e}, KL {k:.1e}, top-1 {t:.3f} |")
+        except Exception as e:  # noqa: BLE001
+            print(f"| bf16 KV: {case} | ERROR {str(e)[:200]} |")
+try:
+    ts = ",".join(map(str, np.random.default_rng(0).integers(0, 248320, 64).tolist()))
+    cpu = logits(["--synthetic", "qwen3.5-2b", "--device", "cpu", "--tokens", ts], 64)
+    for extra in ([], ["--decode-from", "32"]):
+        g = logits(["--synthetic", "qwen3.5-2b", "--device", "cuda", "--kv-cache-dtype", "bf16", "--tokens", ts, *extra], 64)
+        r, k, t = stats(g, cpu)
+        print(f"| bf16 KV: synthetic 2B GPU vs CPU, 64 positions {' '.join(extra)} | rel L2 {r:.2e}, KL {k:.1e}, top-1 {t:.3f} |")
+    long_toks = ",".join(map(str, np.random.default_rng(1).integers(0, 248320, 2049).tolist()))
+    c = logits(["--synthetic", "qwen3.5-2b", "--device", "cpu", "--tokens", long_toks, "--last-only"], 1)
+    for prec in ("fp32", "bf16"):
+        g = logits(["--synthetic", "qwen3.5-2b", "--device", "cuda", "--kv-cache-dtype", "bf16", "--tokens", long_toks,
+                    "--last-only", "--prefill-precision", prec], 1)
+        r, k, t = stats(g, c)
+        print(f"| bf16 KV: synthetic 2B prefill T=2049 {prec} GPU vs CPU (last row) | rel L2 {r:.2e}, KL {k:.1e}, top-1 {t:.0f} |")
+except Exception as e:  # noqa: BLE001
+    print(f"| bf16 KV: synthetic 2B | ERROR {str(e)[:200]} |")

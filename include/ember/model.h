@@ -17,6 +17,7 @@ struct ModelOptions {
     int threads = 0;               // CPU threads for the whole process (0: the default, EMBER_THREADS or all cores)
     bool q8_activations = false;   // GGUF on the CPU: llama.cpp's 8-bit activation rounding (its numerics)
     bool bf16_prefill = false;     // CUDA: one bf16 product in the prefill GEMMs (faster, approximate)
+    std::string kv_cache_dtype = "auto";  // "auto" (bf16 on CUDA, f32 on the CPU), "f32", "bf16" (CUDA only)
 };
 
 class Model {

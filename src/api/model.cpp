@@ -17,6 +17,7 @@ Expected<Model> Model::load(const std::string& path, const ModelOptions& opt) {
     LoadOptions lo;
     lo.q8_activations = opt.q8_activations;
     lo.prefill_precision = opt.bf16_prefill ? "bf16" : "fp32";
+    lo.kv_cache_dtype = opt.kv_cache_dtype;
     auto impl = std::make_shared<Impl>();
     impl->path = path;
     impl->device = lo.q8_activations && opt.device == "auto" ? "cpu" : resolve_device(opt.device);

@@ -36,6 +36,10 @@ Expected<std::unique_ptr<CausalLM>> open_model(const std::string& path, const st
         return errorf("--prefill-precision '%s': use fp32 or bf16", load.prefill_precision.c_str());
     if (load.prefill_precision == "bf16" && dev != "cuda")
         return errorf("--prefill-precision bf16 applies to the CUDA prefill GEMMs: use --device cuda");
+    if (load.kv_cache_dtype != "auto" && load.kv_cache_dtype != "f32" && load.kv_cache_dtype != "bf16")
+        return errorf("--kv-cache-dtype '%s': use auto, f32 or bf16", load.kv_cache_dtype.c_str());
+    if (load.kv_cache_dtype == "bf16" && dev != "cuda")
+        return errorf("--kv-cache-dtype bf16: the CPU KV cache is fp32 only; use --device cuda or f32");
 #ifndef EMBER_HAVE_CUDA
     if (dev == "cuda") return errorf("--device cuda: this build has no CUDA backend (configure with -DEMBER_CUDA=ON)");
 #endif
@@ -45,6 +49,7 @@ Expected<std::unique_ptr<CausalLM>> open_model(const std::string& path, const st
         cuda::CudaOptions opt;
         opt.context = context;
         opt.prefill_precision = load.prefill_precision == "bf16" ? cuda::GemmPrecision::BF16 : cuda::GemmPrecision::FP32;
+        opt.kv_bf16 = load.kv_cache_dtype != "f32";  // auto: bf16 on CUDA
         return cuda::make_cuda_model(std::move(m), opt);
     }
 #endif

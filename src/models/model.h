@@ -58,7 +58,8 @@ struct ModelInfo {
     int64_t n_params = 0;           // language-model parameters (the embedding counted once when tied)
     int64_t weight_bytes = 0;       // bytes of weights the forward pass reads
     int64_t state_bytes = 0;        // fixed per-sequence state (recurrent layers)
-    int64_t kv_bytes_per_token = 0; // growing per-sequence state (attention layers, fp32 on CPU)
+    int64_t kv_bytes_per_token = 0; // growing per-sequence state (attention layers: fp32 on the CPU, bf16 by
+                                    // default on CUDA)
     std::string details;            // multi-line description of layers/heads
 };
 
@@ -198,6 +199,9 @@ struct LoadOptions {
     // Products of the prefill GEMMs on CUDA (ops/linear/linear_gemm_q.h): "fp32" (default: x as hi + lo bf16,
     // fp32-faithful) or "bf16" (one bf16 product: faster, approximate; CUDA only).
     std::string prefill_precision = "fp32";
+    // Element type of the attention KV cache: "auto" (bf16 on CUDA, fp32 on the CPU), "f32" or "bf16" (CUDA only:
+    // half the memory; the CPU cache is fp32).
+    std::string kv_cache_dtype = "auto";
 };
 
 // Loads a model from a directory (config.json + *.safetensors) or a .gguf file — the registry picks the

@@ -197,7 +197,8 @@ TEST(LogitsCliContract, MissingModelFails) {
   EXPECT_NE(r.exit_code, 0) << "ember logits on a missing model must fail\n" << r.output;
 }
 
-// --chunks must add up to the tokens; --prefill-precision bf16 is a CUDA mode (refused on the CPU, never ignored).
+// --chunks must add up to the tokens; --prefill-precision bf16 and a bf16 KV cache are CUDA modes (refused on the
+// CPU, never ignored); unknown precisions / cache types are refused.
 TEST(LogitsCliContract, BadChunksAndCpuBf16PrefillFail) {
   Case c;
   if (auto err = load_case("flat_untied_gqa3", c)) FAIL() << *err;
@@ -209,11 +210,21 @@ TEST(LogitsCliContract, BadChunksAndCpuBf16PrefillFail) {
   zero_chunk += std::to_string(c.tokens.size());
   for (const std::string& extra : {std::string(" --chunks 1,1"), zero_chunk,
                                    std::string(" --device cpu --prefill-precision bf16"),
-                                   std::string(" --prefill-precision fp16")}) {
+                                   std::string(" --prefill-precision fp16"),
+                                   std::string(" --device cpu --kv-cache-dtype bf16"),
+                                   std::string(" --kv-cache-dtype f16")}) {
     et::CmdResult r =
         et::run_command(logits_cmd(bin, c.dir, toks, tmp.path() / "o.bin", std::nullopt, extra), tmp.path() / "log");
     EXPECT_NE(r.exit_code, 0) << "ember logits" << extra << " must fail\n" << r.output;
+    if (extra.find("kv-cache-dtype") != std::string::npos) {
+      EXPECT_NE(r.output.find("--kv-cache-dtype"), std::string::npos) << r.output;
+    }
   }
+  // The CPU's own cache type is accepted by name.
+  et::CmdResult ok = et::run_command(
+      logits_cmd(bin, c.dir, toks, tmp.path() / "o.bin", std::nullopt, " --device cpu --kv-cache-dtype f32"),
+      tmp.path() / "log");
+  EXPECT_EQ(ok.exit_code, 0) << ok.output;
 }
 
 TEST(LogitsCliContract, OutOfRangeTokenFails) {

@@ -28,7 +28,9 @@ int cmd_info(int argc, char** argv) {
     std::printf("%s", i.details.c_str());
     std::printf("weights read per decode token: %s\n", human_bytes(static_cast<double>(i.weight_bytes)).c_str());
     std::printf("recurrent state per sequence:  %s\n", human_bytes(static_cast<double>(i.state_bytes)).c_str());
-    std::printf("KV cache per token (fp32):     %s\n", human_bytes(static_cast<double>(i.kv_bytes_per_token)).c_str());
+    std::printf("KV cache per token (fp32):     %s (bf16, the CUDA default: %s)\n",
+                human_bytes(static_cast<double>(i.kv_bytes_per_token)).c_str(),
+                human_bytes(static_cast<double>(i.kv_bytes_per_token) / 2).c_str());
     double total = static_cast<double>(i.weight_bytes) + i.state_bytes + static_cast<double>(i.kv_bytes_per_token) * ctx;
     std::printf("memory needed at %ld tokens of context: %s\n", ctx, human_bytes(total).c_str());
     return 0;

@@ -21,7 +21,8 @@ int fail(const char* cmd, const std::string& msg) {
 const char* const kQ8ActivationsHelp =
     "  --q8-activations  GGUF: round activations to 8 bits per block before each quantized product, as\n"
     "                    llama.cpp's CPU backend does (its numerics instead of exact ones; CPU only)\n"
-    "  --prefill-precision fp32|bf16  CUDA prefill GEMMs: fp32-faithful (default) or one bf16 product (faster)\n";
+    "  --prefill-precision fp32|bf16  CUDA prefill GEMMs: fp32-faithful (default) or one bf16 product (faster)\n"
+    "  --kv-cache-dtype auto|f32|bf16  attention KV cache (auto: bf16 on CUDA, f32 on the CPU; bf16 is CUDA only)\n";
 
 const char* const kSamplingHelp =
     "  --temp T          temperature (default 0 = greedy)\n"
@@ -46,6 +47,7 @@ LoadOptions load_options(Args& a) {
     LoadOptions o;
     o.q8_activations = a.flag({"--q8-activations"});
     o.prefill_precision = a.str({"--prefill-precision"}, "fp32");
+    o.kv_cache_dtype = a.str({"--kv-cache-dtype", "--cache-type"}, "auto");
     return o;
 }
 

@@ -148,6 +148,16 @@ Status CudaCausalLM::pool_layer(CudaState& s, const DeviceAlloc& alloc, int64_t 
     return Status::ok();
 }
 
+Status CudaCausalLM::pool_kv(CudaState& s, const DeviceAlloc& alloc, int64_t elems_per_slot, size_t layer) {
+    const int64_t align = 256 / s.kv_elem;  // 256-byte aligned slots
+    const int64_t per = (elems_per_slot + align - 1) / align * align;
+    for (void** base : {&s.K0[layer], &s.V0[layer]}) {
+        EMBER_ASSIGN(*base, alloc(size_t(per * s.slots * s.kv_elem), "KV cache"));
+    }
+    s.kv_slot = per;
+    return Status::ok();
+}
+
 void CudaCausalLM::prefer_fusable_uploads(const std::vector<const Weight*>& decode_weights) {
     bool all = !decode_weights.empty();
     for (const Weight* w : decode_weights) all = all && DeviceArena::repackable_for_fusion(*w);
@@ -177,6 +187,7 @@ void CudaCausalLM::finish_init(int64_t widest, int64_t capacity) {
     info_ = cpu_->info();
     info_.source += " (cuda: " + device_name() + ")";
     info_.max_context = capacity;
+    if (opt_.kv_bf16) info_.kv_bytes_per_token /= 2;  // the cache holds bf16 elements
 }
 
 Status CudaCausalLM::allocate(CudaState& st) const {
@@ -195,8 +206,9 @@ Status CudaCausalLM::allocate(CudaState& st) const {
         return s->bufs.back().get();
     };
     const int64_t L = info_.num_layers;
-    s->K0.assign(L, nullptr); s->V0 = s->K0; s->conv0 = s->K0; s->S0 = s->K0;
-    s->K = s->K0; s->V = s->K0; s->conv = s->K0; s->S = s->K0;
+    s->kv_elem = opt_.kv_bf16 ? 2 : 4;
+    s->K0.assign(L, nullptr); s->V0 = s->K0; s->K = s->K0; s->V = s->K0;
+    s->conv0.assign(L, nullptr); s->S0 = s->conv0; s->conv = s->conv0; s->S = s->conv0;
     EMBER_TRY(allocate_layers(*s, alloc));
     s->select_slot(0);
     float** acts[] = {&s->x, &s->xn, &s->y, &s->t0, &s->t1, &s->t2, &s->t3, &s->t4};

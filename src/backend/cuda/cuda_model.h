@@ -27,6 +27,7 @@ struct CudaOptions {
     int64_t context = 4096;    // KV-cache capacity per session (tokens); beyond it forward() fails clearly
     int64_t max_batch = 512;   // largest prefill chunk per forward call (Session chunks longer prompts)
     GemmPrecision prefill_precision = GemmPrecision::FP32;  // products of the n > 8 GEMMs (linear_gemm_q.h)
+    bool kv_bf16 = false;      // KV cache in bf16 (half the memory) instead of fp32 (attention_cuda.h)
     int persistent = -1;       // batch-1 decode through the persistent kernel (persistent_plan.h): 1 on, 0 off,
                                // -1 as EMBER_DECODE says (persistent | graph)
 };
@@ -47,7 +48,9 @@ enum GraphMode : int { LOGITS = 0, GREEDY = 1, SAMPLE = 2, PENALTIES = 4, MASK =
 struct CudaState : ModelState {
     bool ready = false;  // device buffers allocated (lazily, so out-of-memory is a Status from forward())
     std::vector<DeviceBuffer> bufs;
-    std::vector<float*> K, V, conv, S;                   // per layer (null where the type does not apply)
+    std::vector<void*> K, V;                             // per layer: KV caches (fp32 or bf16: kv_elem bytes each)
+    std::vector<float*> conv, S;                         // per layer (null where the type does not apply)
+    int64_t kv_elem = 4;                                 // bytes per KV cache element (4 fp32, 2 bf16)
     float *x, *xn, *y, *t0, *t1, *t2, *t3, *t4, *logits;  // activations [max_batch, ...]
     int32_t *ids, *pos_dev;  // token ids [max_batch] and the position of token 0, read by the kernels
     int32_t *win_dev;        // [2] token entering / leaving the penalty window
@@ -70,12 +73,13 @@ struct CudaState : ModelState {
     SamplingParams params;
     int64_t counts_len = -1;
     // Batched engine (cuda_batch.cpp). The layer caches hold `slots` sequences: slot i's at K0[l] + i·kv_slot
-    // floats (V0 likewise; conv0 + i·conv_slot, S0 + i·S_slot); K / V / conv / S point at one slot (slot 0 of a
+    // elements (V0 likewise; conv0 + i·conv_slot, S0 + i·S_slot floats); K / V / conv / S point at one slot (slot 0 of a
     // single-sequence state; the slot being prefilled in a batch). rows_mode: run() is a batched decode of n
     // rows, row r = (slot, position) at rows_dev[2r], rows_dev[2r + 1]; logits [n, vocab] land in s.logits.
     bool pooled = false;  // a batch state (new_batch): rows buffers allocated
     int64_t slots = 1, kv_slot = 0, conv_slot = 0, S_slot = 0;
-    std::vector<float*> K0, V0, conv0, S0;
+    std::vector<void*> K0, V0;
+    std::vector<float*> conv0, S0;
     int32_t* rows_dev = nullptr;
     bool rows_mode = false;
     int64_t max_rows = 8;       // logits rows s.logits holds (≥ 8)
@@ -87,8 +91,8 @@ struct CudaState : ModelState {
     PdRecorder* rec = nullptr;
     void select_slot(int64_t i) {
         for (size_t l = 0; l < K0.size(); ++l) {
-            K[l] = K0[l] ? K0[l] + i * kv_slot : nullptr;
-            V[l] = V0[l] ? V0[l] + i * kv_slot : nullptr;
+            K[l] = K0[l] ? static_cast<char*>(K0[l]) + i * kv_slot * kv_elem : nullptr;
+            V[l] = V0[l] ? static_cast<char*>(V0[l]) + i * kv_slot * kv_elem : nullptr;
             conv[l] = conv0[l] ? conv0[l] + i * conv_slot : nullptr;
             S[l] = S0[l] ? S0[l] + i * S_slot : nullptr;
         }
@@ -163,6 +167,8 @@ protected:
     // One layer's pool: slots × floats_per_slot floats into *base; sets *stride.
     static Status pool_layer(CudaState& s, const DeviceAlloc& alloc, int64_t floats_per_slot, const char* what,
                              float** base, int64_t* stride);
+    // The K and V pools of an attention layer: slots × elems_per_slot cache elements (s.kv_elem bytes) each.
+    static Status pool_kv(CudaState& s, const DeviceAlloc& alloc, int64_t elems_per_slot, size_t layer);
     // Enqueues the forward pass of the n tokens in s.ids at position *s.pos_dev. Logits of the last row (or of
     // rows [0, min(n, 8)) when all_rows) land in s.logits; s.xn holds every row final-normed afterwards.
     virtual void run(CudaState& s, int64_t n, bool all_rows) const = 0;

@@ -1,29 +1,66 @@
 // Saved sessions on CUDA (CudaCausalLM, cuda_model.h): the per-layer device state downloaded into / uploaded from
 // the backend-independent tensors of models/state_io.h (K/V [n_kv, pos, d] out of the [n_kv, capacity, d] caches,
-// conv [K−1, conv_dim], S [nv, dk, dv]), and the device sampler's RNG counter.
+// conv [K−1, conv_dim], S [nv, dk, dv]), and the device sampler's RNG counter. The tensors are fp32 whatever the
+// cache holds: a bf16 cache widens exactly on the way out and rounds to nearest-even on the way in (a session
+// saved from a bf16 cache restores bit for bit).
 #include <cstdio>
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_batch.h"
 #include "backend/cuda/cuda_model.h"
+#include "core/dtype.h"
 #include "models/state_io.h"
 
 namespace ember::cuda {
 
 namespace {
 
-// The device buffer of a state tensor ("blk.L.k" / v / conv / S) and whether it is a KV cache (pitched rows).
-Expected<float*> tensor_buffer(const CudaState& s, const StateTensor& t, bool* kv) {
+// The device buffer of a state tensor ("blk.L.k" / v / conv / S) and whether it is a KV cache (pitched rows of
+// s.kv_elem-byte elements; the others are fp32).
+Expected<void*> tensor_buffer(const CudaState& s, const StateTensor& t, bool* kv) {
     int l = -1;
     char kind[16] = {0};
     EMBER_REQUIRE(std::sscanf(t.name.c_str(), "blk.%d.%15s", &l, kind) == 2 && l >= 0 &&
                   static_cast<size_t>(l) < s.K.size(), "saved session: unknown state tensor '%s'", t.name.c_str());
     const std::string k = kind;
     *kv = k == "k" || k == "v";
-    float* p = k == "k" ? s.K[l] : k == "v" ? s.V[l] : k == "conv" ? s.conv[l] : k == "S" ? s.S[l] : nullptr;
+    void* p = k == "k" ? s.K[l] : k == "v" ? s.V[l] : k == "conv" ? static_cast<void*>(s.conv[l])
+              : k == "S" ? static_cast<void*>(s.S[l]) : nullptr;
     EMBER_REQUIRE(p != nullptr, "saved session: layer %d has no '%s' state on the GPU", l, kind);
     EMBER_REQUIRE(!*kv || t.shape.size() == 3, "saved session: '%s' is not [n_kv, pos, d]", t.name.c_str());
     return p;
+}
+
+// Rows [at, at + x.shape[1]) of every kv head of a cache ([n_kv, capacity, d], elem bytes per element) → x.data
+// (fp32 [n_kv, rows, d]).
+void kv_rows_to_host(const void* cache, int64_t elem, int64_t capacity, int64_t at, StateTensor& x) {
+    const int64_t heads = x.shape[0], rows = x.shape[1], d = x.shape[2];
+    if (rows <= 0) return;
+    const size_t row = size_t(rows * d) * size_t(elem), pitch = size_t(capacity * d) * size_t(elem);
+    const char* src = static_cast<const char*>(cache) + at * d * elem;
+    if (elem == 4) {
+        CUDA_CHECK(cudaMemcpy2D(x.data.data(), row, src, pitch, row, size_t(heads), cudaMemcpyDeviceToHost));
+        return;
+    }
+    std::vector<uint16_t> h(size_t(heads * rows * d));
+    CUDA_CHECK(cudaMemcpy2D(h.data(), row, src, pitch, row, size_t(heads), cudaMemcpyDeviceToHost));
+    for (size_t i = 0; i < h.size(); ++i) x.data[i] = bf16_to_f32(h[i]);
+}
+
+// fp32 host rows [n_kv, rows, d] → rows [at, at + rows) of a cache, on `st` (a bf16 cache: rounded into `staging`,
+// which must live until the stream has run the copy).
+void kv_rows_from_host(void* cache, int64_t elem, int64_t capacity, int64_t at, const float* src, int64_t heads,
+                       int64_t rows, int64_t d, std::vector<uint16_t>& staging, cudaStream_t st) {
+    if (rows <= 0) return;
+    const size_t row = size_t(rows * d) * size_t(elem), pitch = size_t(capacity * d) * size_t(elem);
+    char* dst = static_cast<char*>(cache) + at * d * elem;
+    const void* from = src;
+    if (elem == 2) {
+        staging.resize(size_t(heads * rows * d));
+        for (size_t i = 0; i < staging.size(); ++i) staging[i] = f32_to_bf16(src[i]);
+        from = staging.data();
+    }
+    CUDA_CHECK(cudaMemcpy2DAsync(dst, pitch, from, row, row, size_t(heads), cudaMemcpyHostToDevice, st));
 }
 
 // The tensors of a layout (KV tensors: rows [from, from + shape[1]) of the caches) out of s's current views.
@@ -33,15 +70,11 @@ Status download(const CudaState& s, int64_t capacity, int64_t from, std::vector<
         x.data.assign(static_cast<size_t>(x.numel()), 0.f);
         if (!s.ready) continue;  // nothing has run: the zero state
         bool kv = false;
-        EMBER_ASSIGN(float* src, tensor_buffer(s, x, &kv));
-        if (!kv) {
+        EMBER_ASSIGN(void* src, tensor_buffer(s, x, &kv));
+        if (!kv)
             CUDA_CHECK(cudaMemcpy(x.data.data(), src, x.data.size() * sizeof(float), cudaMemcpyDeviceToHost));
-        } else if (x.shape[1] > 0) {
-            const size_t row = static_cast<size_t>(x.shape[1] * x.shape[2]) * sizeof(float);
-            const size_t pitch = static_cast<size_t>(capacity * x.shape[2]) * sizeof(float);
-            CUDA_CHECK(cudaMemcpy2D(x.data.data(), row, src + from * x.shape[2], pitch, row,
-                                    static_cast<size_t>(x.shape[0]), cudaMemcpyDeviceToHost));
-        }
+        else
+            kv_rows_to_host(src, s.kv_elem, capacity, from, x);
     }
     return Status::ok();
 }
@@ -64,7 +97,7 @@ Expected<std::vector<StateTensor>> snapshot_layout(const CausalLM& cpu, const Ba
 Status upload(CudaState& s, int64_t capacity, int64_t pos, const std::vector<StateTensor>& t) {
     for (const StateTensor& x : t) {
         bool kv = false;
-        EMBER_ASSIGN(float* dst, tensor_buffer(s, x, &kv));
+        EMBER_ASSIGN(void* dst, tensor_buffer(s, x, &kv));
         EMBER_REQUIRE(static_cast<int64_t>(x.data.size()) == x.numel(), "import_state: '%s' has %zu values",
                       x.name.c_str(), x.data.size());
         if (!kv) {
@@ -72,10 +105,10 @@ Status upload(CudaState& s, int64_t capacity, int64_t pos, const std::vector<Sta
         } else if (pos > 0) {
             EMBER_REQUIRE(x.shape[1] == pos, "import_state: '%s' holds %lld rows at position %lld", x.name.c_str(),
                           (long long)x.shape[1], (long long)pos);
-            const size_t row = static_cast<size_t>(x.shape[1] * x.shape[2]) * sizeof(float);
-            const size_t pitch = static_cast<size_t>(capacity * x.shape[2]) * sizeof(float);
-            CUDA_CHECK(cudaMemcpy2D(dst, pitch, x.data.data(), row, row, static_cast<size_t>(x.shape[0]),
-                                    cudaMemcpyHostToDevice));
+            std::vector<uint16_t> staging;
+            kv_rows_from_host(dst, s.kv_elem, capacity, 0, x.data.data(), x.shape[0], x.shape[1], x.shape[2],
+                              staging, s.stream);
+            CUDA_CHECK(cudaStreamSynchronize(s.stream));
         }
     }
     return Status::ok();
@@ -127,8 +160,9 @@ Status CudaCausalLM::batch_import_slot(BatchState& b, int64_t slot, int64_t pos,
 }
 
 // Prefix-cache checkpoints in device memory: the slot's KV rows [from, pos) of each attention layer, packed
-// [n_kv, rows, d], and its recurrent tensors, copied on the state's stream into one buffer (tensor i at offset[i]
-// floats); `layout` names and shapes them as batch_export_slot's tensors would be.
+// [n_kv, rows, d] in the cache's element type, and its recurrent tensors (fp32), copied on the state's stream
+// into one buffer (tensor i at byte offset[i]); `layout` names and shapes them as batch_export_slot's tensors
+// would be.
 struct DeviceSnapshot : SlotSnapshot {
     std::vector<StateTensor> layout;
     std::vector<int64_t> offset;
@@ -139,30 +173,31 @@ Expected<std::unique_ptr<SlotSnapshot>> CudaCausalLM::batch_snapshot(BatchState&
     EMBER_ASSIGN(CudaBatch * cb, as_batch(b));
     auto d = std::make_unique<DeviceSnapshot>();
     EMBER_ASSIGN(d->layout, snapshot_layout(*cpu_, b, slot, from));
-    int64_t floats = 0;
+    int64_t bytes = 0;
     for (const StateTensor& x : d->layout) {
-        d->offset.push_back(floats);
-        floats += x.numel();
+        d->offset.push_back(bytes);
+        bytes += x.numel() * (is_kv_tensor(x) ? cb->s.kv_elem : 4);
     }
-    auto buf = cb->s.ready ? DeviceBuffer::alloc(size_t(floats) * sizeof(float), "prefix-cache checkpoint")
+    auto buf = cb->s.ready ? DeviceBuffer::alloc(size_t(bytes), "prefix-cache checkpoint")
                            : Expected<DeviceBuffer>(errorf("no state yet"));
     if (!buf) return CausalLM::batch_snapshot(b, slot, from);  // no device memory for it: host tensors
     d->buf = std::move(buf.value());
     CudaState& s = cb->s;
     s.select_slot(slot);
-    float* base = d->buf.as<float>();
+    char* base = d->buf.as<char>();
+    const int64_t e = s.kv_elem;
     for (size_t i = 0; i < d->layout.size(); ++i) {
         const StateTensor& x = d->layout[i];
         bool kv = false;
-        EMBER_ASSIGN(float* src, tensor_buffer(s, x, &kv));
+        EMBER_ASSIGN(void* src, tensor_buffer(s, x, &kv));
         if (!kv) {
             CUDA_CHECK(cudaMemcpyAsync(base + d->offset[i], src, size_t(x.numel()) * sizeof(float),
                                        cudaMemcpyDeviceToDevice, s.stream));
         } else if (x.shape[1] > 0) {
-            const size_t row = size_t(x.shape[1] * x.shape[2]) * sizeof(float);
-            const size_t pitch = size_t(capacity_ * x.shape[2]) * sizeof(float);
-            CUDA_CHECK(cudaMemcpy2DAsync(base + d->offset[i], row, src + from * x.shape[2], pitch, row,
-                                         size_t(x.shape[0]), cudaMemcpyDeviceToDevice, s.stream));
+            const size_t row = size_t(x.shape[1] * x.shape[2] * e);
+            const size_t pitch = size_t(capacity_ * x.shape[2] * e);
+            CUDA_CHECK(cudaMemcpy2DAsync(base + d->offset[i], row, static_cast<char*>(src) + from * x.shape[2] * e,
+                                         pitch, row, size_t(x.shape[0]), cudaMemcpyDeviceToDevice, s.stream));
         }
     }
     d->bytes = int64_t(d->buf.bytes());
@@ -193,21 +228,30 @@ Status CudaCausalLM::batch_restore_links(BatchState& b, int64_t slot, int64_t bl
     if (!cb->s.ready) EMBER_TRY(allocate(cb->s));
     CudaState& s = cb->s;
     s.select_slot(slot);
+    const int64_t e = s.kv_elem;
+    std::vector<std::vector<uint16_t>> staging;  // bf16 roundings of host links, alive until the stream sync
     for (size_t i = 0; i < want.size(); ++i) {
         bool kv = false;
-        EMBER_ASSIGN(float* dst, tensor_buffer(s, want[i], &kv));
+        EMBER_ASSIGN(void* dst, tensor_buffer(s, want[i], &kv));
         for (size_t c = kv ? 0 : links.size() - 1; c < links.size(); ++c) {
             auto* dev = on_device[c] ? static_cast<const DeviceSnapshot*>(links[c]) : nullptr;
-            const float* src = dev ? dev->buf.as<float>() + dev->offset[i] : (*views[c])[i].data.data();
+            const void* src = dev ? static_cast<const void*>(dev->buf.as<char>() + dev->offset[i])
+                                  : static_cast<const void*>((*views[c])[i].data.data());
             const cudaMemcpyKind kind = dev ? cudaMemcpyDeviceToDevice : cudaMemcpyHostToDevice;
             if (!kv) {
                 CUDA_CHECK(cudaMemcpyAsync(dst, src, size_t(want[i].numel()) * sizeof(float), kind, s.stream));
                 continue;
             }
             const int64_t d = want[i].shape[2];
-            const size_t row = size_t(block * d) * sizeof(float), pitch = size_t(capacity_ * d) * sizeof(float);
-            CUDA_CHECK(cudaMemcpy2DAsync(dst + int64_t(c) * block * d, pitch, src, row, row, size_t(want[i].shape[0]),
-                                         kind, s.stream));
+            if (!dev) {  // host tensors are fp32 whatever the cache holds
+                staging.emplace_back();
+                kv_rows_from_host(dst, e, capacity_, int64_t(c) * block, static_cast<const float*>(src),
+                                  want[i].shape[0], block, d, staging.back(), s.stream);
+                continue;
+            }
+            const size_t row = size_t(block * d * e), pitch = size_t(capacity_ * d * e);
+            CUDA_CHECK(cudaMemcpy2DAsync(static_cast<char*>(dst) + int64_t(c) * block * d * e, pitch, src, row, row,
+                                         size_t(want[i].shape[0]), kind, s.stream));
         }
     }
     CUDA_CHECK(cudaStreamSynchronize(s.stream));  // (host sources are pageable: copied before the calls return)

@@ -33,8 +33,7 @@ protected:
     Status allocate_layers(CudaState& s, const DeviceAlloc& alloc) const override {
         const int64_t kv = adims_.n_kv * adims_.capacity * adims_.head_dim;
         for (size_t l = 0; l < layers_.size(); ++l) {
-            EMBER_TRY(pool_layer(s, alloc, kv, "KV cache", &s.K0[l], &s.kv_slot));
-            EMBER_TRY(pool_layer(s, alloc, kv, "KV cache", &s.V0[l], &s.kv_slot));
+            EMBER_TRY(pool_kv(s, alloc, kv, size_t(l)));
         }
         return Status::ok();
     }
@@ -114,6 +113,7 @@ Status CudaLlama::init() {
     adims_.freq_factors = as.freq_factors.empty() ? nullptr : as.freq_factors.data();
     adims_.score_mul = as.score_mul;
     adims_.prefill_bf16 = opt_.prefill_precision == GemmPrecision::BF16;  // --prefill-precision bf16: attention too
+    adims_.kv_bf16 = opt_.kv_bf16;
     int64_t widest = std::max({c.hidden, 2 * c.ffn, (c.n_heads + 2 * c.n_kv) * c.head_dim});
     finish_init(widest, adims_.capacity);
     std::vector<const Weight*> dw{&head_};

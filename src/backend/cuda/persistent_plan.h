@@ -58,7 +58,7 @@ public:
     bool gemv(const Weight& w, const float* x, float* y, const LinearFusion& f);
     bool gdn(const GdnDecodeArgs& a);
     bool attention(const GatedAttentionDims& d, const float* qg, const float* k, const float* v, const float* q_norm,
-                   const float* k_norm, float* K, float* V, const int32_t* pos_dev, float* out);
+                   const float* k_norm, void* K, void* V, const int32_t* pos_dev, float* out);
     bool other();  // an op the recorder never takes
     // End of the forward: DRY closes the last group; EMIT launches it.
     void finish();

@@ -112,6 +112,7 @@ Status CudaQwen35::init() {
     adims_.rope_theta = as.rope_theta; adims_.eps = as.eps;
     adims_.capacity = std::min(opt_.context, c.max_position_embeddings);
     adims_.prefill_bf16 = opt_.prefill_precision == GemmPrecision::BF16;  // --prefill-precision bf16: attention too
+    adims_.kv_bf16 = opt_.kv_bf16;
     int64_t widest = std::max({c.hidden_size, 2 * c.intermediate_size, 2 * c.num_attention_heads * c.head_dim,
                                c.conv_dim(), c.value_dim()});
     for (const auto& L : layers_) widest = std::max({widest, L.attn_in.rows, L.gdn_in.rows});
@@ -134,8 +135,7 @@ Status CudaQwen35::allocate_layers(CudaState& s, const DeviceAlloc& alloc) const
     const int64_t kv = adims_.n_kv * adims_.capacity * adims_.head_dim;
     for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
         if (c.layer_types[l] == LayerType::FULL_ATTENTION) {
-            EMBER_TRY(pool_layer(s, alloc, kv, "KV cache", &s.K0[l], &s.kv_slot));
-            EMBER_TRY(pool_layer(s, alloc, kv, "KV cache", &s.V0[l], &s.kv_slot));
+            EMBER_TRY(pool_kv(s, alloc, kv, size_t(l)));
         } else {
             EMBER_TRY(pool_layer(s, alloc, (g.conv_kernel - 1) * g.conv_dim(), "conv state", &s.conv0[l], &s.conv_slot));
             EMBER_TRY(pool_layer(s, alloc, g.heads.nv * g.heads.dk * g.heads.dv, "GDN state", &s.S0[l], &s.S_slot));

@@ -2,10 +2,12 @@
 // the cache with the sigmoid gate fused into the output, and the split combine for decode.
 #include "ops/attention/attention_cuda.h"
 #include "ops/attention/attention_prefill.h"
+#include "ops/attention/kv_cache.cuh"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/pdl.cuh"
@@ -95,14 +97,14 @@ __device__ __forceinline__ float sigmoidf_(float x) { return 1.0f / (1.0f + expf
 template <int D>
 constexpr int prologue_threads() { return D < 32 ? 32 : D; }
 constexpr int pow2_floor(int v) { return v >= 32 ? 32 : v >= 16 ? 16 : v >= 8 ? 8 : v >= 4 ? 4 : v >= 2 ? 2 : 1; }
-template <int D>
+template <int D, typename KvT>
 __global__ void __launch_bounds__(prologue_threads<D>())
     qk_prologue(const float* __restrict__ qg,      // [n, H, 2, D] (gated) or [n, H, D]
                 const float* __restrict__ k,       // [n, G, D]
                 const float* __restrict__ v,       // [n, G, D]
                 const float* __restrict__ q_norm,  // [D]
                 const float* __restrict__ k_norm,  // [D]
-                float* __restrict__ Kc, float* __restrict__ Vc,  // [G, cap, D]
+                KvT* __restrict__ Kc, KvT* __restrict__ Vc,  // [G, cap, D]
                 float* __restrict__ q_out,         // [n, H, D]
                 const int32_t* __restrict__ pos0_dev, const RowMap rm, int H, int G, int64_t cap, int half,
                 int q_stride, const __grid_constant__ RopeFreq rf, float eps) {
@@ -143,8 +145,8 @@ __global__ void __launch_bounds__(prologue_threads<D>())
         q_out[(int64_t(t) * H + hh) * D + c] = y;
     } else if (position_ok(pos0, pos, cap)) {
         const int64_t dst = (int64_t(g) * cap + pos) * D + c;
-        Kc[dst] = y;
-        Vc[dst] = v[(int64_t(t) * G + g) * D + c];
+        kv_store(Kc + dst, y);
+        kv_store(Vc + dst, v[(int64_t(t) * G + g) * D + c]);
     }
 }
 
@@ -154,11 +156,13 @@ __global__ void __launch_bounds__(prologue_threads<D>())
 // Per tile of 32 keys: (a) scores: 8 lanes per key row, 4 keys per warp, 16-byte loads; (b) online softmax:
 // warp r for head r, lane = key; (c) P·V: thread (kq, c4) owns float4 column c4 and keys kq, kq + KQ, ...;
 // its partial sums over the key subsets are added in shared memory once, at the end of the split.
-template <int D>
-__global__ void __launch_bounds__(kThreads)
+// A bf16 cache moves half the bytes per load: the tile's V rows are loaded (raw) together with its K rows, so both
+// round trips overlap instead of following each other (the kernel is latency-bound: one tile in flight per block).
+template <int D, typename KvT>
+__global__ void __launch_bounds__(kThreads, 2)
     attn_split(const float* __restrict__ q_ws,    // [n, H, D] normed + roped
-               const float* __restrict__ Kc,      // [G, cap, D]
-               const float* __restrict__ Vc,      // [G, cap, D]
+               const KvT* __restrict__ Kc,        // [G, cap, D]
+               const KvT* __restrict__ Vc,        // [G, cap, D]
                const float* __restrict__ qg,      // [n, H, 2, D] (gate half), or nullptr: no output gate
                const int32_t* __restrict__ pos0_dev, const RowMap rm, int H, int G, int n_sub, int64_t cap,
                int n_splits, float q_scale,                     // d^-0.5 · log2(e): scores in base 2
@@ -208,8 +212,8 @@ __global__ void __launch_bounds__(kThreads)
         q_s[i / D][i % D] = q_ws[(int64_t(tok) * H + h0) * D + i] * q_scale;
     __syncthreads();
 
-    const float* Kg = Kc + int64_t(g) * cap * D;
-    const float4* V4 = reinterpret_cast<const float4*>(Vc + int64_t(g) * cap * D);
+    const KvT* Kg = Kc + int64_t(g) * cap * D;
+    const KvT* Vg = Vc + int64_t(g) * cap * D;
     const int kk = lane >> 3, sg = lane & 7;  // (a): 4 keys per warp, 8 lanes per key
     const int kt = warp * 4 + kk;             // (a): key index within the tile
     const int c4 = tid % kC4, kq = tid / kC4;  // (c)
@@ -218,16 +222,25 @@ __global__ void __launch_bounds__(kThreads)
     for (int r = 0; r < kRMax; ++r) acc[r] = make_float4(0.f, 0.f, 0.f, 0.f);
     float m_run = -INFINITY, l_run = 0.f;  // softmax state of head `warp` (warps < nr)
 
+    constexpr bool kPreV = !std::is_same_v<KvT, float>;
     for (int64_t ts = t0; ts < t1; ts += kTile) {
+        uint2 vraw[kPreV ? kKPT : 1];  // bf16: this thread's V of the tile for (c), loaded before (a)
+        if constexpr (kPreV) {
+#pragma unroll
+            for (int i = 0; i < kKPT; ++i) {
+                const int64_t key = ts + kq + i * kKQ;
+                vraw[i] = kq < kKQ && key < t1 ? kv_raw4(Vg, key * kC4 + c4) : make_uint2(0u, 0u);
+            }
+        }
         // (a) lane (kk, sg) reads float4 sg + 8j of key row kt: 8 lanes read 128 contiguous bytes.
         {
             const int64_t key = ts + kt;
             const bool kvalid = key < t1;
-            const float4* kr = reinterpret_cast<const float4*>(Kg + key * D);
+            const KvT* kr = Kg + key * D;
             float4 kv[kV4];
 #pragma unroll
             for (int j = 0; j < kV4; ++j)
-                kv[j] = kvalid && sg + 8 * j < kC4 ? kr[sg + 8 * j] : make_float4(0.f, 0.f, 0.f, 0.f);
+                kv[j] = kvalid && sg + 8 * j < kC4 ? kv_load4(kr, sg + 8 * j) : make_float4(0.f, 0.f, 0.f, 0.f);
 #pragma unroll
             for (int r = 0; r < kRMax; ++r) {
                 if (r < nr) {
@@ -269,7 +282,8 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
             for (int i = 0; i < kKPT; ++i) {
                 const int64_t key = ts + kq + i * kKQ;
-                vv[i] = key < t1 ? V4[key * kC4 + c4] : make_float4(0.f, 0.f, 0.f, 0.f);
+                if constexpr (kPreV) vv[i] = kv_widen4(vraw[i]);
+                else vv[i] = key < t1 ? kv_load4(Vg, key * kC4 + c4) : make_float4(0.f, 0.f, 0.f, 0.f);
             }
 #pragma unroll
             for (int r = 0; r < kRMax; ++r) {
@@ -435,9 +449,9 @@ Layout layout(const GatedAttentionDims& d, int64_t n_tokens, bool rows = false) 
 }
 
 // per_token: the n > 1 path of attn_split with one split per token (CUDA cores) instead of attention_prefill.
-template <int D>
+template <int D, typename KvT>
 void launch(const GatedAttentionDims& d, const float* qg, const float* k, const float* v, const float* q_norm,
-            const float* k_norm, float* Kc, float* Vc, const int32_t* pos0_dev, const RowMap& rm, int64_t n,
+            const float* k_norm, KvT* Kc, KvT* Vc, const int32_t* pos0_dev, const RowMap& rm, int64_t n,
             float* out, char* ws, const Layout& L, cudaStream_t st, bool per_token) {
     const int H = static_cast<int>(d.n_heads), G = static_cast<int>(d.n_kv);
     RopeFreq rf{};
@@ -450,7 +464,7 @@ void launch(const GatedAttentionDims& d, const float* qg, const float* k, const 
     float* part_acc = reinterpret_cast<float*>(ws + L.acc_off);
     float* part_ml = reinterpret_cast<float*>(ws + L.ml_off);
 
-    launch_pdl(qk_prologue<D>, dim3(unsigned(H + G), unsigned(n)), dim3(prologue_threads<D>()), 0, st, 0, qg, k, v,
+    launch_pdl(qk_prologue<D, KvT>, dim3(unsigned(H + G), unsigned(n)), dim3(prologue_threads<D>()), 0, st, 0, qg, k, v,
                q_norm, k_norm, Kc, Vc, q_ws, pos0_dev, rm, H, G, d.capacity, int(d.rot_dim / 2),
                int(d.gated ? 2 * D : D), rf, d.eps);
 
@@ -463,7 +477,7 @@ void launch(const GatedAttentionDims& d, const float* qg, const float* k, const 
                          : n == 1 ? static_cast<int>(gated_attention_decode_splits(d))
                                   : 1;
     const float q_scale = (d.score_mul / std::sqrt(static_cast<float>(D))) * kLog2e;
-    launch_pdl(attn_split<D>, dim3(unsigned(n_splits), unsigned(G * n_sub), unsigned(n)), dim3(kThreads), 0, st, 0,
+    launch_pdl(attn_split<D, KvT>, dim3(unsigned(n_splits), unsigned(G * n_sub), unsigned(n)), dim3(kThreads), 0, st, 0,
                q_ws, Kc, Vc, gate, pos0_dev, rm, H, G, n_sub, d.capacity, n_splits, q_scale, part_acc, part_ml, out);
     if (n_splits > 1)
         launch_pdl(attn_combine<D>, dim3(unsigned(H), unsigned(D / combine_cols(D)), unsigned(rm.rows ? n : 1)),
@@ -510,7 +524,7 @@ Status check_kv_capacity(int64_t pos0, int64_t n, int64_t capacity) {
 namespace {
 
 void core(const GatedAttentionDims& d, const float* qg, const float* k, const float* v, const float* q_norm,
-          const float* k_norm, float* K_cache, float* V_cache, const int32_t* pos0_dev, int64_t n, float* out,
+          const float* k_norm, void* K_cache, void* V_cache, const int32_t* pos0_dev, int64_t n, float* out,
           void* workspace, size_t workspace_bytes, cudaStream_t stream, bool per_token, const RowMap& rm = {}) {
     EMBER_CHECK(d.n_kv > 0 && d.n_heads > 0 && d.n_heads % d.n_kv == 0, "n_heads %lld, n_kv %lld",
                 (long long)d.n_heads, (long long)d.n_kv);
@@ -529,7 +543,12 @@ void core(const GatedAttentionDims& d, const float* qg, const float* k, const fl
     switch (d.head_dim) {
 #define EMBER_ATTN_CASE(DIM)                                                                                    \
     case DIM:                                                                                                  \
-        launch<DIM>(d, qg, k, v, q_norm, k_norm, K_cache, V_cache, pos0_dev, rm, n, out, ws, L, stream, per_token); \
+        if (d.kv_bf16)                                                                                          \
+            launch<DIM>(d, qg, k, v, q_norm, k_norm, static_cast<__nv_bfloat16*>(K_cache),                      \
+                        static_cast<__nv_bfloat16*>(V_cache), pos0_dev, rm, n, out, ws, L, stream, per_token);  \
+        else                                                                                                   \
+            launch<DIM>(d, qg, k, v, q_norm, k_norm, static_cast<float*>(K_cache), static_cast<float*>(V_cache), \
+                        pos0_dev, rm, n, out, ws, L, stream, per_token);                                        \
         break;
         EMBER_ATTN_CASE(16)
         EMBER_ATTN_CASE(32)
@@ -544,7 +563,7 @@ void core(const GatedAttentionDims& d, const float* qg, const float* k, const fl
 }  // namespace
 
 void gated_attention_core(const GatedAttentionDims& d, const float* qg, const float* k, const float* v,
-                          const float* q_norm, const float* k_norm, float* K_cache, float* V_cache,
+                          const float* q_norm, const float* k_norm, void* K_cache, void* V_cache,
                           const int32_t* pos0_dev, int64_t n, float* out, void* workspace, size_t workspace_bytes,
                           cudaStream_t stream) {
     core(d, qg, k, v, q_norm, k_norm, K_cache, V_cache, pos0_dev, n, out, workspace, workspace_bytes, stream, false);
@@ -557,7 +576,7 @@ size_t gated_attention_rows_workspace_bytes(const GatedAttentionDims& d, int64_t
 }
 
 void gated_attention_decode_rows(const GatedAttentionDims& d, const float* qg, const float* k, const float* v,
-                                 const float* q_norm, const float* k_norm, float* K_pool, float* V_pool,
+                                 const float* q_norm, const float* k_norm, void* K_pool, void* V_pool,
                                  int64_t n_slots, const int32_t* rows_dev, int64_t n, float* out, void* workspace,
                                  size_t workspace_bytes, cudaStream_t stream) {
     EMBER_CHECK(n_slots > 0 && n_slots <= INT32_MAX && rows_dev, "attention rows: %lld slots", (long long)n_slots);
@@ -570,7 +589,7 @@ void gated_attention_decode_rows(const GatedAttentionDims& d, const float* qg, c
 
 namespace detail {
 void gated_attention_core_per_token(const GatedAttentionDims& d, const float* qg, const float* k, const float* v,
-                                    const float* q_norm, const float* k_norm, float* K_cache, float* V_cache,
+                                    const float* q_norm, const float* k_norm, void* K_cache, void* V_cache,
                                     const int32_t* pos0_dev, int64_t n, float* out, void* workspace,
                                     size_t workspace_bytes, cudaStream_t stream) {
     core(d, qg, k, v, q_norm, k_norm, K_cache, V_cache, pos0_dev, n, out, workspace, workspace_bytes, stream, true);

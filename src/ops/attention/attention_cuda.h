@@ -1,4 +1,6 @@
-// CUDA core of Qwen3.5 gated full attention (qwen35.md §2.4 steps 2-6, §2.5), fp32 activations and KV cache.
+// CUDA core of Qwen3.5 gated full attention (qwen35.md §2.4 steps 2-6, §2.5), fp32 activations, the KV cache in
+// fp32 or bf16 (GatedAttentionDims::kv_bf16: K/V rows rounded to nearest-even bf16 when appended, read back
+// exactly; every other step unchanged).
 // References: ops/norm/norm.h rmsnorm_ref, ops/rope/rope.h rope_neox_ref, ops/attention/attention.h
 // attention_causal_ref, ops/activation/activation.h sigmoid_mul_ref (composed as layers/gated_attention.cpp).
 //
@@ -58,6 +60,9 @@ struct GatedAttentionDims {
     // Prefill (n > 1) product precision: false = fp32-faithful (bf16 hi + lo, three tensor-core products per
     // product, rel. error ~2⁻¹⁶); true = one bf16 product (faster; rel. error ~2⁻⁹ in every score and weight).
     bool prefill_bf16 = false;
+    // KV cache elements: false = fp32, true = bf16 (half the memory and the decode attention's traffic; rel. error
+    // ≤ 2⁻⁹ per stored element). The cache pointers below are float* or __nv_bfloat16* accordingly.
+    bool kv_bf16 = false;
 };
 
 // Key splits a decode step launches (a pure function of the dims: about 4 blocks per SM of an H200 at long
@@ -76,18 +81,18 @@ bool gated_attention_head_dim_supported(int64_t head_dim);
 Status check_kv_capacity(int64_t pos0, int64_t n, int64_t capacity);
 
 // qg [n, n_heads, 2, d] (q_proj output; [n, n_heads, d] when !gated), k, v [n, n_kv, d], q_norm, k_norm [d] or nullptr (no norm),
-// K_cache, V_cache [n_kv, capacity, d], pos0_dev: device int32 position of token 0, out [n, n_heads·d] (must
+// K_cache, V_cache [n_kv, capacity, d] (fp32 or bf16 elements: dims.kv_bf16), pos0_dev: device int32 position of token 0, out [n, n_heads·d] (must
 // not alias the inputs), workspace ≥ gated_attention_workspace_bytes(dims, n) bytes. qg, out, the caches and
 // the workspace must be 16-byte aligned. n ≤ 65535.
 void gated_attention_core(const GatedAttentionDims& dims, const float* qg, const float* k, const float* v,
-                          const float* q_norm, const float* k_norm, float* K_cache, float* V_cache,
+                          const float* q_norm, const float* k_norm, void* K_cache, void* V_cache,
                           const int32_t* pos0_dev, int64_t n, float* out, void* workspace, size_t workspace_bytes,
                           cudaStream_t stream);
 
 // ---- batched decode: many sequences, one token each ----------------------------------------------------------
 // Row r < n is the next token of the sequence in slot rows_dev[2r] at position rows_dev[2r + 1] (device int32
 // pairs, read when the kernels run: graph-capturable with the rows rewritten between replays). That sequence's
-// caches are K_pool / V_pool + slot · n_kv · capacity · d floats ([n_kv, capacity, d] each, as above). Same math
+// caches are K_pool / V_pool + slot · n_kv · capacity · d elements ([n_kv, capacity, d] each, as above). Same math
 // as gated_attention_core with n = 1 on that slot's caches; the key splits per row are
 // gated_attention_rows_splits(d, n) (fewer than a single decode's, so that n rows fill the GPU about as one
 // does), so a row's output equals the single-sequence call up to the order of the fp32 sums. A slot outside
@@ -96,7 +101,7 @@ void gated_attention_core(const GatedAttentionDims& dims, const float* qg, const
 int64_t gated_attention_rows_splits(const GatedAttentionDims& d, int64_t n_rows);
 size_t gated_attention_rows_workspace_bytes(const GatedAttentionDims& d, int64_t max_rows);
 void gated_attention_decode_rows(const GatedAttentionDims& d, const float* qg, const float* k, const float* v,
-                                 const float* q_norm, const float* k_norm, float* K_pool, float* V_pool,
+                                 const float* q_norm, const float* k_norm, void* K_pool, void* V_pool,
                                  int64_t n_slots, const int32_t* rows_dev, int64_t n, float* out, void* workspace,
                                  size_t workspace_bytes, cudaStream_t stream);
 

@@ -14,6 +14,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device.h"
 #include "core/check.h"
+#include "core/dtype.h"
 #include "ops/activation/activation.h"
 #include "ops/attention/attention.h"
 #include "ops/attention/attention_cuda.h"
@@ -51,6 +52,32 @@ inline DeviceBuffer dev_alloc(size_t bytes) {
     return std::move(b).value();
 }
 
+// KV cache elements (GatedAttentionDims::kv_bf16): bytes each, host fp32 ↔ device elements, bf16 rounding.
+inline size_t kv_elem(const GatedAttentionDims& d) { return d.kv_bf16 ? 2 : 4; }
+inline void round_bf16(float* p, size_t n) {
+    for (size_t i = 0; i < n; ++i) p[i] = bf16_to_f32(f32_to_bf16(p[i]));
+}
+inline void kv_upload(const GatedAttentionDims& d, void* dst, const float* src, size_t n) {
+    if (!d.kv_bf16) return copy_to_device(dst, src, n * 4);
+    std::vector<uint16_t> h(n);
+    for (size_t i = 0; i < n; ++i) h[i] = f32_to_bf16(src[i]);
+    copy_to_device(dst, h.data(), n * 2);
+}
+inline std::vector<float> kv_download(const GatedAttentionDims& d, const void* src, size_t n) {
+    std::vector<float> o(n);
+    if (!d.kv_bf16) {
+        copy_to_host(o.data(), src, n * 4);
+        return o;
+    }
+    std::vector<uint16_t> h(n);
+    copy_to_host(h.data(), src, n * 2);
+    for (size_t i = 0; i < n; ++i) o[i] = bf16_to_f32(h[i]);
+    return o;
+}
+inline void* kv_at(const GatedAttentionDims& d, const DeviceBuffer& C, size_t elem) {
+    return C.as<char>() + elem * kv_elem(d);
+}
+
 inline GatedAttentionDims make_dims(int64_t H, int64_t G, int64_t D, int64_t rot, int64_t cap) {
     GatedAttentionDims d;
     d.n_heads = H;
@@ -79,10 +106,14 @@ inline Inputs make_inputs(const GatedAttentionDims& d, int64_t n, uint64_t seed)
 
 // The layer's composition with the fp64 references, for the query tokens in `rows` (all n when empty). Kh, Vh
 // [G, cap, D] hold rows [0, pos0) and get the new rows; returns out [n, H·D] (rows not asked for stay 0);
-// k_new [n, G, D] receives the normed + rotated keys.
+// k_new [n, G, D] receives the normed + rotated keys. A bf16 cache (d.kv_bf16) stores rounded rows: V rounded
+// here, K as `k_stored` [n, G, D] gives it (the kernel's stored rows, checked against k_new by the caller: a
+// rounding of the fp32 key can land one bf16 step away from the rounding of this fp64-composed key) or rounded
+// here when null.
 inline std::vector<float> cpu_attention(const GatedAttentionDims& d, const Inputs& in, std::vector<float>& Kh,
                                         std::vector<float>& Vh, int64_t pos0, int64_t n, std::vector<float>* k_new,
-                                        bool use_norm = true, const std::vector<int64_t>& rows = {}) {
+                                        bool use_norm = true, const std::vector<int64_t>& rows = {},
+                                        const std::vector<float>* k_stored = nullptr) {
     const int64_t H = d.n_heads, G = d.n_kv, D = d.head_dim, cap = d.capacity;
     std::vector<float> q(size_t(n * H * D)), gate(size_t(n * H * D)), k = in.k, o(size_t(n * H * D));
     if (d.gated) {
@@ -103,8 +134,15 @@ inline std::vector<float> cpu_attention(const GatedAttentionDims& d, const Input
     rope_ref(k.data(), n, G, D, d.rot_dim, pos0, d.rope_theta, style, d.freq_factors);
     for (int64_t t = 0; t < n; ++t)
         for (int64_t g = 0; g < G; ++g) {
-            std::memcpy(&Kh[size_t((g * cap + pos0 + t) * D)], &k[size_t((t * G + g) * D)], size_t(D) * 4);
-            std::memcpy(&Vh[size_t((g * cap + pos0 + t) * D)], &in.v[size_t((t * G + g) * D)], size_t(D) * 4);
+            float* kr = &Kh[size_t((g * cap + pos0 + t) * D)];
+            float* vr = &Vh[size_t((g * cap + pos0 + t) * D)];
+            const std::vector<float>& ks = k_stored ? *k_stored : k;
+            std::memcpy(kr, &ks[size_t((t * G + g) * D)], size_t(D) * 4);
+            std::memcpy(vr, &in.v[size_t((t * G + g) * D)], size_t(D) * 4);
+            if (d.kv_bf16) {
+                round_bf16(kr, size_t(D));
+                round_bf16(vr, size_t(D));
+            }
         }
     const float scale = d.score_mul / std::sqrt(static_cast<float>(D));
     if (rows.empty()) {
@@ -193,8 +231,8 @@ struct Gpu {
         v = dev_alloc(N * G * D * 4);
         qn = dev_alloc(D * 4);
         kn = dev_alloc(D * 4);
-        K = dev_alloc(G * size_t(d.capacity) * D * 4);
-        V = dev_alloc(G * size_t(d.capacity) * D * 4);
+        K = dev_alloc(G * size_t(d.capacity) * D * kv_elem(d));
+        V = dev_alloc(G * size_t(d.capacity) * D * kv_elem(d));
         pos = dev_alloc(4);
         out = dev_alloc(N * H * D * 4);
         ws_bytes = gated_attention_workspace_bytes(d, n_max);
@@ -212,8 +250,8 @@ struct Gpu {
         CUDA_CHECK(cudaMemset(K.get(), 0xff, K.bytes()));
         CUDA_CHECK(cudaMemset(V.get(), 0xff, V.bytes()));
         for (int64_t g = 0; g < d.n_kv && rows > 0; ++g) {
-            copy_to_device(K.as<float>() + g * cap * D, Kh.data() + g * cap * D, size_t(rows * D) * 4);
-            copy_to_device(V.as<float>() + g * cap * D, Vh.data() + g * cap * D, size_t(rows * D) * 4);
+            kv_upload(d, kv_at(d, K, size_t(g * cap * D)), Kh.data() + g * cap * D, size_t(rows * D));
+            kv_upload(d, kv_at(d, V, size_t(g * cap * D)), Vh.data() + g * cap * D, size_t(rows * D));
         }
         const int32_t p = static_cast<int32_t>(pos0);
         copy_to_device(pos.get(), &p, 4);
@@ -222,8 +260,7 @@ struct Gpu {
     void call(int64_t n, cudaStream_t s) {
         gated_attention_core(d, qg.as<float>(), k.as<float>(), v.as<float>(), use_norm ? qn.as<float>() : nullptr,
                              use_norm ? kn.as<float>() : nullptr,
-                             K.as<float>(), V.as<float>(), pos.as<int32_t>(), n, out.as<float>(), ws.get(), ws_bytes,
-                             s);
+                             K.get(), V.get(), pos.as<int32_t>(), n, out.as<float>(), ws.get(), ws_bytes, s);
     }
     std::vector<float> result(int64_t n) {
         std::vector<float> o(size_t(n * d.n_heads * d.head_dim));
@@ -231,9 +268,18 @@ struct Gpu {
         return o;
     }
     std::vector<float> cache_row(const DeviceBuffer& C, int64_t g, int64_t row) {
-        std::vector<float> r(size_t(d.head_dim));
-        copy_to_host(r.data(), C.as<float>() + (g * d.capacity + row) * d.head_dim, r.size() * 4);
-        return r;
+        return kv_download(d, kv_at(d, C, size_t((g * d.capacity + row) * d.head_dim)), size_t(d.head_dim));
+    }
+    // Rows [pos0, pos0 + n) of the K cache as [n, G, D].
+    std::vector<float> new_rows(int64_t pos0, int64_t n) {
+        const int64_t G = d.n_kv, D = d.head_dim;
+        std::vector<float> o(size_t(n * G * D));
+        for (int64_t g = 0; g < G; ++g) {
+            const std::vector<float> r = kv_download(d, kv_at(d, K, size_t((g * d.capacity + pos0) * D)), size_t(n * D));
+            for (int64_t t = 0; t < n; ++t)
+                std::memcpy(&o[size_t((t * G + g) * D)], &r[size_t(t * D)], size_t(D) * 4);
+        }
+        return o;
     }
 };
 
@@ -249,21 +295,34 @@ inline void make_host_cache(const GatedAttentionDims& d, int64_t rows, uint64_t 
     }
 }
 
-// Runs one call at pos0 with n tokens on gpu (caches staged from Kh/Vh) and checks: the output of the tokens in
-// `rows` (all when empty) against the reference within `b`, every output element written (the poison is NaN),
-// the new cache rows, and that a second call on the same state gives the same bits. Returns the error statistics.
+// A stored bf16 key against the fp64-composed one: round to nearest even is within 2⁻⁹ relative, and a rounding
+// of the kernel's fp32 key may land one bf16 step (2⁻⁸) away.
+inline Budget bf16_row_budget() { return Budget{1e-6, 4e-3, 1e-5}; }
+
+// Runs one call at pos0 with n tokens on gpu (caches staged from Kh/Vh, rounded to bf16 first for a bf16 cache)
+// and checks: the output of the tokens in `rows` (all when empty) against the reference within `b`, every output
+// element written (the poison is NaN), the new cache rows, and that a second call on the same state gives the
+// same bits. Returns the error statistics.
 inline ErrStats check_call(Gpu& gpu, std::vector<float>& Kh, std::vector<float>& Vh, int64_t pos0, int64_t n,
                            uint64_t seed, const std::vector<int64_t>& rows = {}, const Budget& b = {}) {
     SCOPED_TRACE(testing::Message() << "H=" << gpu.d.n_heads << " G=" << gpu.d.n_kv << " D=" << gpu.d.head_dim
                                     << " rot=" << gpu.d.rot_dim << " cap=" << gpu.d.capacity << " pos0=" << pos0
                                     << " n=" << n << (gpu.d.prefill_bf16 ? " bf16" : ""));
     const Inputs in = make_inputs(gpu.d, n, seed);
+    const bool bf16 = gpu.d.kv_bf16;
+    if (bf16) {
+        round_bf16(Kh.data(), Kh.size());
+        round_bf16(Vh.data(), Vh.size());
+    }
     gpu.stage(in, Kh, Vh, pos0, pos0);
     gpu.call(n, nullptr);
     CUDA_CHECK(cudaDeviceSynchronize());
     const std::vector<float> got = gpu.result(n);
     std::vector<float> k_new;
-    const std::vector<float> want = cpu_attention(gpu.d, in, Kh, Vh, pos0, n, &k_new, gpu.use_norm, rows);
+    const std::vector<float> k_stored = bf16 ? gpu.new_rows(pos0, n) : std::vector<float>();
+    const std::vector<float> want =
+        cpu_attention(gpu.d, in, Kh, Vh, pos0, n, &k_new, gpu.use_norm, rows, bf16 ? &k_stored : nullptr);
+    if (bf16) expect_close(k_stored, k_new, "stored bf16 keys", {}, 0, bf16_row_budget());
     const size_t row_len = size_t(gpu.d.n_heads * gpu.d.head_dim);
     const ErrStats st = expect_close(got, want, "out", rows, row_len, b);
     size_t unwritten = 0;
@@ -274,8 +333,10 @@ inline ErrStats check_call(Gpu& gpu, std::vector<float>& Kh, std::vector<float>&
         for (int64_t g = 0; g < gpu.d.n_kv; ++g) {
             const std::vector<float> kr = gpu.cache_row(gpu.K, g, pos0 + t), vr = gpu.cache_row(gpu.V, g, pos0 + t);
             std::vector<float> kw(&k_new[size_t((t * gpu.d.n_kv + g) * D)], &k_new[size_t((t * gpu.d.n_kv + g + 1) * D)]);
-            expect_close(kr, kw, "K cache row");
-            EXPECT_EQ(std::memcmp(vr.data(), &in.v[size_t((t * gpu.d.n_kv + g) * D)], size_t(D) * 4), 0) << "V row";
+            expect_close(kr, kw, "K cache row", {}, 0, bf16 ? bf16_row_budget() : Budget{});
+            std::vector<float> vw(&in.v[size_t((t * gpu.d.n_kv + g) * D)], &in.v[size_t((t * gpu.d.n_kv + g + 1) * D)]);
+            if (bf16) round_bf16(vw.data(), vw.size());
+            EXPECT_EQ(std::memcmp(vr.data(), vw.data(), size_t(D) * 4), 0) << "V row";
         }
     if (pos0 + n < gpu.d.capacity) {  // the row after the last token is untouched (still NaN poison)
         EXPECT_TRUE(std::isnan(gpu.cache_row(gpu.K, 0, pos0 + n)[0]));

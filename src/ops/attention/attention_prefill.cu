@@ -10,6 +10,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/pdl.cuh"
 #include "core/check.h"
+#include "ops/attention/kv_cache.cuh"
 #include "ops/linear/linear_gemv_mma.cuh"  // mma (m16n8k16 bf16 → f32), split2 (fp32 → bf16 hi + lo)
 
 namespace ember::cuda::detail {
@@ -86,9 +87,10 @@ constexpr float kNaN = __builtin_nanf("");
 
 // ---- 1. cache rows → bf16 hi (+ lo) ---------------------------------------------------------------------------
 // grid (kConvertBlocks, 2G): y = tensor (K, V) · G + kv head; a grid-stride loop over rows [0, pos0 + n) · D/4.
-template <int D, int P>
+// A bf16 cache (KvT = __nv_bfloat16) splits exactly: lo = 0 (and with P = 1 the cache is read in place, no copy).
+template <int D, int P, typename KvT>
 __global__ void __launch_bounds__(kConvertThreads)
-    kv_to_bf16(const float* __restrict__ Kc, const float* __restrict__ Vc,  // [G, cap, D]
+    kv_to_bf16(const KvT* __restrict__ Kc, const KvT* __restrict__ Vc,  // [G, cap, D]
                uint32_t* __restrict__ kv16,                                 // [2][G][cap][P][D] bf16 (pairs)
                const int32_t* __restrict__ pos0_dev, int n, int G, int64_t cap) {
     pdl_trigger();
@@ -98,13 +100,13 @@ __global__ void __launch_bounds__(kConvertThreads)
     if (pos0 < 0) return;
     const int64_t rows = int64_t(pos0) + n < cap ? int64_t(pos0) + n : cap;
     const int which = blockIdx.y / G, g = blockIdx.y % G;
-    const float4* src = reinterpret_cast<const float4*>((which ? Vc : Kc) + int64_t(g) * cap * D);
+    const KvT* src = (which ? Vc : Kc) + int64_t(g) * cap * D;
     uint32_t* dst = kv16 + (int64_t(which) * G + g) * cap * P * (D / 2);
     for (int64_t i = int64_t(blockIdx.x) * kConvertThreads + threadIdx.x; i < rows * kC4;
          i += int64_t(gridDim.x) * kConvertThreads) {
         const int64_t row = i / kC4;
         const int c4 = static_cast<int>(i % kC4);
-        const float4 x = src[i];
+        const float4 x = kv_load4(src, i);
         uint32_t h0, l0, h1, l1;
         float sa, sb;
         split2(x.x, x.y, h0, l0, sa, sb);
@@ -467,7 +469,7 @@ bool warps_ok(int64_t D, int W) { return W == 4 || (W == 8 && (D == 128 || D == 
 int default_warps(const GatedAttentionDims& d) { return 4; }
 
 template <int D, int P, int W>
-void launch(const GatedAttentionDims& d, const float* q_ws, const float* gate, const float* Kc, const float* Vc,
+void launch(const GatedAttentionDims& d, const float* q_ws, const float* gate, const void* Kc, const void* Vc,
             const int32_t* pos0_dev, int64_t n, float* out, char* ws, cudaStream_t st, unsigned stages) {
     const PrefillPlan pl = prefill_plan(d, n, W);
     const Layout L = prefill_layout(d, n, pl);
@@ -475,9 +477,18 @@ void launch(const GatedAttentionDims& d, const float* q_ws, const float* gate, c
     uint16_t* kv16 = reinterpret_cast<uint16_t*>(ws + L.kv16_off);
     float* part_acc = reinterpret_cast<float*>(ws + L.acc_off);
     float* part_ml = reinterpret_cast<float*>(ws + L.ml_off);
-    if (stages & PREFILL_CONVERT)
-        launch_pdl(kv_to_bf16<D, P>, dim3(unsigned(kConvertBlocks), unsigned(2 * G)), dim3(kConvertThreads), 0, st, 0,
-                   Kc, Vc, reinterpret_cast<uint32_t*>(kv16), pos0_dev, int(n), G, d.capacity);
+    const bool in_place = d.kv_bf16 && P == 1;  // a bf16 cache is already the flash kernel's [G][cap][1][D] layout
+    if ((stages & PREFILL_CONVERT) && !in_place) {
+        if (d.kv_bf16)
+            launch_pdl(kv_to_bf16<D, P, __nv_bfloat16>, dim3(unsigned(kConvertBlocks), unsigned(2 * G)),
+                       dim3(kConvertThreads), 0, st, 0, static_cast<const __nv_bfloat16*>(Kc),
+                       static_cast<const __nv_bfloat16*>(Vc), reinterpret_cast<uint32_t*>(kv16), pos0_dev, int(n), G,
+                       d.capacity);
+        else
+            launch_pdl(kv_to_bf16<D, P, float>, dim3(unsigned(kConvertBlocks), unsigned(2 * G)), dim3(kConvertThreads),
+                       0, st, 0, static_cast<const float*>(Kc), static_cast<const float*>(Vc),
+                       reinterpret_cast<uint32_t*>(kv16), pos0_dev, int(n), G, d.capacity);
+    }
     if (stages & PREFILL_FLASH) {
         constexpr size_t smem = smem_bytes<D, P, W>();
         static const bool attr_set = [] {  // > 48 KB of dynamic shared memory needs the opt-in
@@ -487,8 +498,8 @@ void launch(const GatedAttentionDims& d, const float* q_ws, const float* gate, c
         }();
         (void)attr_set;
         const float q_scale = (d.score_mul / std::sqrt(static_cast<float>(D))) * 1.4426950408889634f;
-        const uint16_t* K16 = kv16;
-        const uint16_t* V16 = kv16 + size_t(G) * size_t(d.capacity) * P * D;
+        const uint16_t* K16 = in_place ? static_cast<const uint16_t*>(Kc) : kv16;
+        const uint16_t* V16 = in_place ? static_cast<const uint16_t*>(Vc) : kv16 + size_t(G) * size_t(d.capacity) * P * D;
         launch_pdl(attn_prefill_flash<D, P, W>, dim3(unsigned(pl.splits), unsigned(G * pl.n_sub), unsigned(pl.n_tiles)),
                    dim3(32 * W), smem, st, 0, q_ws, gate, K16, V16, pos0_dev, int(n), H, G, pl.n_sub, pl.heads,
                    pl.tokens, d.capacity, pl.splits, q_scale, part_acc, part_ml, out);
@@ -502,13 +513,13 @@ void launch(const GatedAttentionDims& d, const float* q_ws, const float* gate, c
 }
 
 template <int D, int W>
-void launch_w(const GatedAttentionDims& d, const float* q_ws, const float* gate, const float* Kc, const float* Vc,
+void launch_w(const GatedAttentionDims& d, const float* q_ws, const float* gate, const void* Kc, const void* Vc,
               const int32_t* pos0_dev, int64_t n, float* out, char* ws, cudaStream_t st, unsigned stages) {
     if (d.prefill_bf16) launch<D, 1, W>(d, q_ws, gate, Kc, Vc, pos0_dev, n, out, ws, st, stages);
     else launch<D, 2, W>(d, q_ws, gate, Kc, Vc, pos0_dev, n, out, ws, st, stages);
 }
 template <int D>
-void launch_d(const GatedAttentionDims& d, const float* q_ws, const float* gate, const float* Kc, const float* Vc,
+void launch_d(const GatedAttentionDims& d, const float* q_ws, const float* gate, const void* Kc, const void* Vc,
               const int32_t* pos0_dev, int64_t n, float* out, char* ws, cudaStream_t st, unsigned stages, int W) {
     if constexpr (D == 128 || D == 256) {
         if (W == 8) return launch_w<D, 8>(d, q_ws, gate, Kc, Vc, pos0_dev, n, out, ws, st, stages);
@@ -546,8 +557,8 @@ size_t prefill_workspace_bytes(const GatedAttentionDims& d, int64_t n) {  // roo
     return most;
 }
 
-void attention_prefill(const GatedAttentionDims& d, const float* q_ws, const float* gate, const float* K_cache,
-                       const float* V_cache, const int32_t* pos0_dev, int64_t n, float* out, void* ws,
+void attention_prefill(const GatedAttentionDims& d, const float* q_ws, const float* gate, const void* K_cache,
+                       const void* V_cache, const int32_t* pos0_dev, int64_t n, float* out, void* ws,
                        cudaStream_t st, unsigned stages, int warps) {
     const int W = prefill_plan(d, n, warps).warps;
     EMBER_CHECK(n > 1 && n <= 65535 && (reinterpret_cast<uintptr_t>(ws) & 15u) == 0, "prefill: n = %lld",

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -49,9 +50,13 @@ std::vector<int64_t> check_rows(int64_t n, uint64_t seed) {
 Budget budget(bool bf16) { return bf16 ? Budget{0.15, 0.05, 3e-5} : Budget{3e-4, 1e-4, 1e-9}; }
 
 // n tokens at pos0 on (H, G, D); caches of pos0 + n + 37 rows (the split count depends on the capacity).
-ErrStats prefill_case(int64_t H, int64_t G, int64_t D, int64_t pos0, int64_t n, bool bf16, uint64_t seed) {
+// kv_bf16: a bf16 cache (the reference on the rounded rows; fp32-faithful mode converts it with lo = 0, bf16 mode
+// reads it in place).
+ErrStats prefill_case(int64_t H, int64_t G, int64_t D, int64_t pos0, int64_t n, bool bf16, uint64_t seed,
+                      bool kv_bf16 = false) {
     GatedAttentionDims d = make_dims(H, G, D, D == 256 ? 64 : D / 2, pos0 + n + 37);
     d.prefill_bf16 = bf16;
+    d.kv_bf16 = kv_bf16;
     Gpu gpu(d, n);
     std::vector<float> Kh, Vh;
     make_host_cache(d, pos0, seed, Kh, Vh);
@@ -88,6 +93,19 @@ TEST(AttentionPrefillCuda, MatchesReference) {
             std::printf("prefill fp32 D=%3lld H=%2lld G=2: worst NMSE %.2e  max|e|/rms %.2e  bias %+.1e (n 2..2049, "
                         "pos0 0/1000)\n",
                         (long long)D, (long long)(2 * R), w.nmse, w.max_rel, w.bias);
+        }
+}
+
+TEST(AttentionPrefillCuda, Bf16CacheMatchesReference) {
+    SKIP_WITHOUT_GPU();
+    uint64_t seed = 9700;
+    for (bool bf16 : {false, true})
+        for (const auto& c : std::vector<std::array<int64_t, 3>>{{8, 2, 256}, {16, 4, 256}, {8, 2, 128}, {6, 1, 96}, {4, 4, 64}}) {
+            Worst w;
+            for (int64_t pos0 : {0, 1000})
+                for (int64_t n : {2, 65, 600}) w.add(prefill_case(c[0], c[1], c[2], pos0, n, bf16, seed += 10, true));
+            std::printf("prefill %s, bf16 cache, D=%3lld H=%2lld G=%lld: worst NMSE %.2e  max|e|/rms %.2e\n",
+                        bf16 ? "bf16" : "fp32", (long long)c[2], (long long)c[0], (long long)c[1], w.nmse, w.max_rel);
         }
 }
 

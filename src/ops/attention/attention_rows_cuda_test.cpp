@@ -43,8 +43,8 @@ struct Pool {
         v = dev_alloc(N * G * D * 4);
         qn = dev_alloc(D * 4);
         kn = dev_alloc(D * 4);
-        K = dev_alloc(size_t(slots) * slot_elems * 4);
-        V = dev_alloc(size_t(slots) * slot_elems * 4);
+        K = dev_alloc(size_t(slots) * slot_elems * kv_elem(d));
+        V = dev_alloc(size_t(slots) * slot_elems * kv_elem(d));
         rows = dev_alloc(N * 2 * 4);
         out = dev_alloc(N * H * D * 4);
         ws_bytes = gated_attention_rows_workspace_bytes(d, n_max);
@@ -57,12 +57,16 @@ struct Pool {
         for (int64_t s = 0; s < slots; ++s) {
             len[size_t(s)] = (s * 977 + 13) % d.capacity;
             make_host_cache(d, len[size_t(s)], seed + 10 * uint64_t(s), Kh[size_t(s)], Vh[size_t(s)]);
+            if (d.kv_bf16) {
+                round_bf16(Kh[size_t(s)].data(), Kh[size_t(s)].size());
+                round_bf16(Vh[size_t(s)].data(), Vh[size_t(s)].size());
+            }
             for (int64_t g = 0; g < d.n_kv; ++g) {
                 const size_t off = size_t(g * d.capacity * d.head_dim);
-                copy_to_device(K.as<float>() + size_t(s) * slot_elems + off, Kh[size_t(s)].data() + off,
-                               size_t(len[size_t(s)] * d.head_dim) * 4);
-                copy_to_device(V.as<float>() + size_t(s) * slot_elems + off, Vh[size_t(s)].data() + off,
-                               size_t(len[size_t(s)] * d.head_dim) * 4);
+                kv_upload(d, kv_at(d, K, size_t(s) * slot_elems + off), Kh[size_t(s)].data() + off,
+                          size_t(len[size_t(s)] * d.head_dim));
+                kv_upload(d, kv_at(d, V, size_t(s) * slot_elems + off), Vh[size_t(s)].data() + off,
+                          size_t(len[size_t(s)] * d.head_dim));
             }
         }
     }
@@ -77,7 +81,7 @@ struct Pool {
     }
     void call(int64_t n, cudaStream_t st) {
         gated_attention_decode_rows(d, qg.as<float>(), k.as<float>(), v.as<float>(), qn.as<float>(), kn.as<float>(),
-                                    K.as<float>(), V.as<float>(), slots, rows.as<int32_t>(), n, out.as<float>(),
+                                    K.get(), V.get(), slots, rows.as<int32_t>(), n, out.as<float>(),
                                     ws.get(), ws_bytes, st);
     }
     std::vector<float> result(int64_t n) {
@@ -86,9 +90,7 @@ struct Pool {
         return o;
     }
     std::vector<float> slot_cache(const DeviceBuffer& C, int64_t s) {
-        std::vector<float> h(slot_elems);
-        copy_to_host(h.data(), C.as<float>() + size_t(s) * slot_elems, slot_elems * 4);
-        return h;
+        return kv_download(d, kv_at(d, C, size_t(s) * slot_elems), slot_elems);
     }
 };
 
@@ -129,12 +131,19 @@ void check_rows(Pool& P, const std::vector<int64_t>& slots, uint64_t seed, cudaS
     for (int64_t r = 0; r < n; ++r) {
         const int64_t s = slots[size_t(r)], pos = P.len[size_t(s)];
         std::vector<float> k_new;
-        const std::vector<float> want =
-            cpu_attention(P.d, row_inputs(P.d, in, r), P.Kh[size_t(s)], P.Vh[size_t(s)], pos, 1, &k_new);
+        // The appended key row of every kv head, in this slot only (a bf16 cache: the reference takes the stored
+        // rows, checked against its own keys within the rounding).
+        const std::vector<float> Kd = P.slot_cache(P.K, s);
+        std::vector<float> k_stored;
+        for (int64_t h = 0; h < P.d.n_kv; ++h) {
+            const size_t off = size_t((h * P.d.capacity + pos) * P.d.head_dim);
+            k_stored.insert(k_stored.end(), Kd.begin() + off, Kd.begin() + off + P.d.head_dim);
+        }
+        const std::vector<float> want = cpu_attention(P.d, row_inputs(P.d, in, r), P.Kh[size_t(s)], P.Vh[size_t(s)],
+                                                      pos, 1, &k_new, true, {}, P.d.kv_bf16 ? &k_stored : nullptr);
+        if (P.d.kv_bf16) expect_close(k_stored, k_new, "stored bf16 keys", {}, 0, bf16_row_budget());
         const std::vector<float> g(got.begin() + r * HD, got.begin() + (r + 1) * HD);
         expect_close(g, want, "row output");
-        // The appended key row of every kv head, in this slot only.
-        const std::vector<float> Kd = P.slot_cache(P.K, s);
         for (int64_t h = 0; h < P.d.n_kv; ++h) {
             const size_t off = size_t((h * P.d.capacity + pos) * P.d.head_dim);
             const std::vector<float> row(Kd.begin() + off, Kd.begin() + off + P.d.head_dim),
@@ -176,6 +185,26 @@ TEST(AttentionRowsCuda, GraphReplayReadsRowsAtRunTime) {
     CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
     check_rows(P, {5, 1, 3}, 901, st, true);
     check_rows(P, {2, 4}, 902, st, true);
+    CUDA_CHECK(cudaStreamDestroy(st));
+}
+
+// A bf16 cache pool (GatedAttentionDims::kv_bf16): the same checks against the reference on the rounded rows,
+// direct and through a graph replay.
+TEST(AttentionRowsCuda, Bf16CacheRowsMatchReferencePerSlot) {
+    SKIP_WITHOUT_GPU();
+    const int64_t cfgs[][4] = {{8, 2, 256, 64}, {6, 3, 128, 32}, {3, 1, 64, 16}, {4, 2, 16, 16}};
+    uint64_t seed = 7500;
+    cudaStream_t st;
+    CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    for (const auto& c : cfgs) {
+        GatedAttentionDims d = make_dims(c[0], c[1], c[2], c[3], 6000);
+        d.kv_bf16 = true;
+        Pool P(d, 9, 8, seed);
+        check_rows(P, {4}, seed + 1);
+        check_rows(P, {8, 6, 5, 2, 1}, seed + 2);
+        check_rows(P, {1, 3, 5, 7, 0, 2, 4, 6}, seed + 3, st, true);
+        seed += 100;
+    }
     CUDA_CHECK(cudaStreamDestroy(st));
 }
 
