@@ -27,6 +27,80 @@ constexpr int64_t kMaxBatchSeqs = 4096;
 
 }  // namespace
 
+// The page pools go last in allocate(): every slot's full context when it fits in the GPU memory left (less a
+// reserve for cuBLAS, graphs and prefix-cache checkpoints), else as many pages as fit — at least one full context.
+Status CudaCausalLM::allocate_pages(CudaState& s, const DeviceAlloc& alloc) const {
+    int64_t row_bytes = 0;  // K and V of one token, every attention layer
+    for (int64_t e : s.kv_row_elems) row_bytes += 2 * e * s.kv_elem;
+    s.max_pages = (capacity_ + kKvPage - 1) / kKvPage;
+    s.slot_pages.assign(size_t(s.slots), {});
+    if (row_bytes == 0) return Status::ok();
+    const int64_t page_bytes = row_bytes * kKvPage, want = s.slots * s.max_pages;
+    size_t free_b = 0, total_b = 0;
+    CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+    const int64_t reserve = std::max<int64_t>(int64_t(512) << 20, int64_t(total_b / 20));
+    const int64_t fit = int64_t(free_b) > reserve ? (int64_t(free_b) - reserve) / page_bytes : 0;
+    s.n_pages = std::min(want, opt_.kv_pages > 0 ? opt_.kv_pages : fit);
+    if (s.n_pages < s.max_pages)
+        return errorf("the KV cache needs %.2f GiB for one sequence of %lld tokens (-c / --ctx-size) and %.2f GiB of "
+                      "GPU memory are free beyond the weights and buffers (%.2f GiB kept in reserve): lower -c",
+                      double(s.max_pages * page_bytes) / 1073741824.0, (long long)capacity_,
+                      double(free_b) / 1073741824.0, double(reserve) / 1073741824.0);
+    for (size_t l = 0; l < s.kv_row_elems.size(); ++l) {
+        if (!s.kv_row_elems[l]) continue;
+        const size_t bytes = size_t(s.n_pages * s.kv_row_elems[l] * kKvPage * s.kv_elem);
+        EMBER_ASSIGN(s.K0[l], alloc(bytes, "KV cache pages"));
+        EMBER_ASSIGN(s.V0[l], alloc(bytes, "KV cache pages"));
+    }
+    void* t = nullptr;
+    EMBER_ASSIGN(t, alloc(size_t(want) * sizeof(int32_t), "KV page table"));
+    s.page_table = static_cast<int32_t*>(t);
+    CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&s.page_host), size_t(want) * sizeof(int32_t)));
+    std::memset(s.page_host, 0, size_t(want) * sizeof(int32_t));
+    s.free_pages.clear();
+    for (int64_t p = s.n_pages - 1; p >= 0; --p) s.free_pages.push_back(int32_t(p));  // pages 0, 1, ... first
+    return Status::ok();
+}
+
+Status ensure_pages(CudaState& s, int64_t slot, int64_t len) {
+    if (!s.paged || s.n_pages == 0) return Status::ok();
+    std::vector<int32_t>& mine = s.slot_pages[size_t(slot)];
+    const int64_t need = (len + kKvPage - 1) / kKvPage;
+    EMBER_REQUIRE(need <= s.max_pages, "KV pages: %lld tokens exceed the context of %lld", (long long)len,
+                  (long long)(s.max_pages * kKvPage));
+    const int64_t more = need - int64_t(mine.size());
+    if (more <= 0) return Status::ok();
+    int64_t used = 0, seqs = 0;
+    for (const auto& v : s.slot_pages) used += int64_t(v.size()), seqs += !v.empty();
+    EMBER_REQUIRE(more <= int64_t(s.free_pages.size()),
+                  "the KV cache pool is full: %lld of %lld pages (%lld tokens each) are held by %lld sequences and a "
+                  "sequence at %lld tokens needs %lld more (lower --max-seqs or --ctx-size, or give the GPU more memory)",
+                  (long long)used, (long long)s.n_pages, (long long)kKvPage, (long long)seqs, (long long)len,
+                  (long long)more);
+    for (int64_t i = 0; i < more; ++i) {
+        const int32_t p = s.free_pages.back();
+        s.free_pages.pop_back();
+        s.page_host[slot * s.max_pages + int64_t(mine.size())] = p;
+        mine.push_back(p);
+    }
+    s.page_dirty = true;
+    return Status::ok();
+}
+
+void release_pages(CudaState& s, int64_t slot) {
+    if (!s.paged || size_t(slot) >= s.slot_pages.size()) return;
+    std::vector<int32_t>& mine = s.slot_pages[size_t(slot)];
+    for (auto it = mine.rbegin(); it != mine.rend(); ++it) s.free_pages.push_back(*it);
+    mine.clear();  // the table row keeps stale entries: no kernel reads past a slot's length
+}
+
+void sync_pages(CudaState& s) {
+    if (!s.paged || !s.page_dirty) return;
+    CUDA_CHECK(cudaMemcpyAsync(s.page_table, s.page_host, size_t(s.slots * s.max_pages) * sizeof(int32_t),
+                               cudaMemcpyHostToDevice, s.stream));
+    s.page_dirty = false;
+}
+
 Expected<CudaBatch*> as_batch(BatchState& b) {
     auto* cb = dynamic_cast<CudaBatch*>(&b);
     EMBER_REQUIRE(cb != nullptr, "batch: this batch state belongs to another model");
@@ -70,6 +144,8 @@ Status CudaCausalLM::batch_prefill(BatchState& b, int64_t slot, const int32_t* t
     for (int64_t off = 0; off < n; off += opt_.max_batch) {
         const int64_t m = std::min(opt_.max_batch, n - off);
         EMBER_TRY(begin_step(s, tokens + off, m));  // checks the ids; allocates the pools on first use
+        EMBER_TRY(ensure_pages(s, slot, s.pos + m));
+        sync_pages(s);
         s.select_slot(slot);
         run(s, m, false);
         CUDA_CHECK(cudaStreamSynchronize(s.stream));  // s.io (pinned) is rewritten by the next chunk
@@ -102,6 +178,7 @@ Status CudaCausalLM::batch_reset(BatchState& b, int64_t slot) const {
         }
         CUDA_CHECK(cudaStreamSynchronize(s.stream));
     }
+    release_pages(s, slot);
     b.pos[size_t(slot)] = 0;
     cb->smp[size_t(slot)] = SlotSampling{};  // the next sampled step seeds the slot's stream again
     return Status::ok();
@@ -125,6 +202,8 @@ Status CudaCausalLM::batch_stage(BatchState& b, const int32_t* slots, const int3
     EMBER_TRY(batch_check_step(b, slots, tokens, rows, info_.vocab_size, capacity_));
     CudaState& s = cb->s;
     if (!s.ready) EMBER_TRY(allocate(s));
+    for (int64_t r = 0; r < rows; ++r) EMBER_TRY(ensure_pages(s, slots[r], b.pos[size_t(slots[r])] + 1));
+    sync_pages(s);
     const int64_t N = b.slots();
     for (int64_t r = 0; r < rows; ++r) {
         cb->host_in[2 * r] = slots[r];

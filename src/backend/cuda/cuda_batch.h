@@ -77,6 +77,13 @@ struct CudaBatch : BatchState {
 
 Expected<CudaBatch*> as_batch(BatchState& b);
 
+// The shared KV page pool of a pooled state (CudaState::paged): slot `slot` holds pages for its positions
+// [0, len) after ensure_pages (an error when the pool has no free page: nothing is taken then); release_pages returns
+// a slot's pages; sync_pages uploads the page table on s.stream when it changed (before any kernel that reads it).
+Status ensure_pages(CudaState& s, int64_t slot, int64_t len);
+void release_pages(CudaState& s, int64_t slot);
+void sync_pages(CudaState& s);
+
 // Where batch_decode_sample's steps go — a measurement hook (grammar_decode_bench --split), off unless enabled,
 // process-wide, summed over the steps since the last take. Host µs: the call up to the forward's launch (checks,
 // staging, launch), the masks' fills (the caller's callbacks: fill and check), their upload and the selection's

@@ -29,10 +29,12 @@ std::unique_ptr<CausalLM> load_cpu(const std::string& rel) {
     return std::move(m.value());
 }
 
-std::unique_ptr<CausalLM> load_gpu(const std::string& rel, int64_t context = 1024, bool kv_bf16 = false) {
+std::unique_ptr<CausalLM> load_gpu(const std::string& rel, int64_t context = 1024, bool kv_bf16 = false,
+                                   int64_t kv_pages = 0) {
     CudaOptions opt;
     opt.context = context;
     opt.kv_bf16 = kv_bf16;
+    opt.kv_pages = kv_pages;
     auto m = make_cuda_model(load_cpu(rel), opt);
     EMBER_CHECK(m.is_ok(), "%s", m.message().c_str());
     return std::move(m.value());
@@ -153,6 +155,45 @@ TEST(BatchCuda, BadStepsAreRefusedAndSlotsReused) {
         SCOPED_TRACE(f);
         auto m = load_gpu(f);
         batchtest::check_errors_and_reuse(*m, kTol);
+    }
+}
+
+// The shared KV page pool (kKvPage = 64 tokens a page) of 6 pages: a 200-token sequence holds 4, a 127-token one
+// 2; the second's step into a third page is refused with a clear error (its position unchanged), so is a new
+// prompt; after the first sequence is reset its pages serve the second, whose logits equal it decoded alone with
+// no page limit (the pages are interleaved in the pool, not in order).
+TEST(BatchCuda, KvPoolExhaustionIsAnErrorAndPagesAreReused) {
+    SKIP_WITHOUT_GPU();
+    for (const char* f : {kModels[0], kModels[2]}) {
+        SCOPED_TRACE(f);
+        auto m = load_gpu(f, 256, false, 6);
+        auto ref_m = load_gpu(f, 256);
+        const int64_t V = m->info().vocab_size;
+        const batchtest::Alone ref = batchtest::decode_alone(*ref_m, batchtest::make_prompt(V, 127, 2), 4);
+        auto b = m->new_batch(3);
+        ASSERT_TRUE(b.is_ok()) << b.message();
+        const std::vector<int32_t> pa = batchtest::make_prompt(V, 200, 1);
+        std::vector<float> lg(static_cast<size_t>(V));
+        ASSERT_TRUE(m->batch_prefill(**b, 0, pa.data(), 100, nullptr).is_ok());  // pages 0, 1
+        ASSERT_TRUE(m->batch_prefill(**b, 1, ref.prompt.data(), 127, lg.data()).is_ok());  // pages 2, 3
+        EXPECT_LE(batchtest::rel_err(lg.data(), ref.logits[0]), kTol);
+        ASSERT_TRUE(m->batch_prefill(**b, 0, pa.data() + 100, 100, nullptr).is_ok());  // pages 4, 5
+        const int32_t slot1 = 1;
+        ASSERT_TRUE(m->batch_decode(**b, &slot1, &ref.tokens[0], 1, lg.data()).is_ok());  // position 127: page 3
+        EXPECT_LE(batchtest::rel_err(lg.data(), ref.logits[1]), kTol);
+        Status st = m->batch_decode(**b, &slot1, &ref.tokens[1], 1, lg.data());  // position 128: a third page
+        ASSERT_FALSE(st.is_ok());
+        EXPECT_NE(st.message().find("KV cache pool is full"), std::string::npos) << st.message();
+        EXPECT_EQ((*b)->pos[1], 128);
+        st = m->batch_prefill(**b, 2, pa.data(), 10, nullptr);
+        ASSERT_FALSE(st.is_ok());
+        EXPECT_NE(st.message().find("KV cache pool is full"), std::string::npos) << st.message();
+        ASSERT_TRUE(m->batch_reset(**b, 0).is_ok());
+        ASSERT_TRUE(m->batch_decode(**b, &slot1, &ref.tokens[1], 1, lg.data()).is_ok());
+        EXPECT_LE(batchtest::rel_err(lg.data(), ref.logits[2]), kTol);
+        ASSERT_TRUE(m->batch_decode(**b, &slot1, &ref.tokens[2], 1, lg.data()).is_ok());
+        EXPECT_LE(batchtest::rel_err(lg.data(), ref.logits[3]), kTol);
+        ASSERT_TRUE(m->batch_prefill(**b, 2, pa.data(), 10, nullptr).is_ok());  // the freed pages serve new prompts
     }
 }
 

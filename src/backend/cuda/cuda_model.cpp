@@ -42,14 +42,15 @@ void CudaCausalLM::attention(CudaState& s, const GatedAttentionDims& d, const fl
                              const float* q_norm, const float* k_norm, size_t l, int64_t n) const {
     if (s.rec) {  // persistent decode (n = 1, one sequence)
         EMBER_CHECK(n == 1 && !s.rows_mode, "persistent decode: attention of %lld rows", (long long)n);
+        EMBER_CHECK(!s.pages, "persistent decode: a paged cache");
         if (s.rec->attention(d, q, k, v, q_norm, k_norm, s.K[l], s.V[l], s.pos_dev, s.t3) || s.rec->dry()) return;
     }
     if (s.rows_mode)
         gated_attention_decode_rows(d, q, k, v, q_norm, k_norm, s.K0[l], s.V0[l], s.slots, s.rows_dev, n, s.t3,
-                                    s.att_ws, s.att_ws_bytes, s.stream);
+                                    s.att_ws, s.att_ws_bytes, s.stream, s.paged ? s.page_table : nullptr, s.max_pages);
     else
         gated_attention_core(d, q, k, v, q_norm, k_norm, s.K[l], s.V[l], s.pos_dev, n, s.t3, s.att_ws, s.att_ws_bytes,
-                             s.stream);
+                             s.stream, s.pages);
 }
 
 void CudaCausalLM::normed_linear(CudaState& s, const Weight& w, const float* norm_w, float eps, int64_t n, float* y,
@@ -148,9 +149,11 @@ Status CudaCausalLM::pool_layer(CudaState& s, const DeviceAlloc& alloc, int64_t 
     return Status::ok();
 }
 
-Status CudaCausalLM::pool_kv(CudaState& s, const DeviceAlloc& alloc, int64_t elems_per_slot, size_t layer) {
+Status CudaCausalLM::pool_kv(CudaState& s, const DeviceAlloc& alloc, int64_t row_elems, size_t layer) const {
+    s.kv_row_elems[layer] = row_elems;
+    if (s.paged) return Status::ok();  // allocate_pages
     const int64_t align = 256 / s.kv_elem;  // 256-byte aligned slots
-    const int64_t per = (elems_per_slot + align - 1) / align * align;
+    const int64_t per = (row_elems * capacity_ + align - 1) / align * align;
     for (void** base : {&s.K0[layer], &s.V0[layer]}) {
         EMBER_ASSIGN(*base, alloc(size_t(per * s.slots * s.kv_elem), "KV cache"));
     }
@@ -207,10 +210,11 @@ Status CudaCausalLM::allocate(CudaState& st) const {
     };
     const int64_t L = info_.num_layers;
     s->kv_elem = opt_.kv_bf16 ? 2 : 4;
+    s->paged = s->pooled;
+    s->kv_row_elems.assign(size_t(info_.num_layers), 0);
     s->K0.assign(L, nullptr); s->V0 = s->K0; s->K = s->K0; s->V = s->K0;
     s->conv0.assign(L, nullptr); s->S0 = s->conv0; s->conv = s->conv0; s->S = s->conv0;
     EMBER_TRY(allocate_layers(*s, alloc));
-    s->select_slot(0);
     float** acts[] = {&s->x, &s->xn, &s->y, &s->t0, &s->t1, &s->t2, &s->t3, &s->t4};
     for (float** a : acts) {
         EMBER_ASSIGN(void* p, alloc(B * W * sizeof(float), "activations"));
@@ -242,6 +246,8 @@ Status CudaCausalLM::allocate(CudaState& st) const {
     s->smp_ws_bytes = std::max({sample_workspace_bytes(V), argmax_workspace_bytes(V),
                                 argmax_rows_workspace_bytes(s->max_rows, V)});
     EMBER_ASSIGN(s->smp_ws, alloc(s->smp_ws_bytes, "sampler workspace"));
+    if (s->paged) EMBER_TRY(allocate_pages(*s, alloc));  // last: the pool takes what the GPU has left
+    s->select_slot(0);
     CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&s->io), sizeof(StepIO)));
     *s->io = StepIO{};
     CUDA_CHECK(cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking));

@@ -28,6 +28,8 @@ struct CudaOptions {
     int64_t max_batch = 512;   // largest prefill chunk per forward call (Session chunks longer prompts)
     GemmPrecision prefill_precision = GemmPrecision::FP32;  // products of the n > 8 GEMMs (linear_gemm_q.h)
     bool kv_bf16 = false;      // KV cache in bf16 (half the memory) instead of fp32 (attention_cuda.h)
+    int64_t kv_pages = 0;      // batched engine: pages of kKvPage tokens in the shared KV pool (0: every slot's full
+                               // context when it fits in the free GPU memory, else as many as fit)
     int persistent = -1;       // batch-1 decode through the persistent kernel (persistent_plan.h): 1 on, 0 off,
                                // -1 as EMBER_DECODE says (persistent | graph)
 };
@@ -80,6 +82,18 @@ struct CudaState : ModelState {
     int64_t slots = 1, kv_slot = 0, conv_slot = 0, S_slot = 0;
     std::vector<void*> K0, V0;
     std::vector<float*> conv0, S0;
+    // Paged KV (pooled states; cuda_batch.cpp): K0[l] / V0[l] are page pools [n_pages][n_kv][kKvPage][d] shared by
+    // every slot; page_table [slots][max_pages] (device, mirrored in page_host) lists each slot's pages in order;
+    // `pages` is the selected slot's row (nullptr: contiguous caches, K / V the slot's own).
+    bool paged = false;
+    int64_t n_pages = 0, max_pages = 0, sel = 0;
+    int32_t* page_table = nullptr;
+    int32_t* page_host = nullptr;  // pinned
+    bool page_dirty = false;
+    std::vector<int32_t> free_pages;
+    std::vector<std::vector<int32_t>> slot_pages;
+    std::vector<int64_t> kv_row_elems;  // per layer: elements of one cache row of all kv heads (n_kv · d), 0: none
+    const int32_t* pages = nullptr;
     int32_t* rows_dev = nullptr;
     bool rows_mode = false;
     int64_t max_rows = 8;       // logits rows s.logits holds (≥ 8)
@@ -90,9 +104,11 @@ struct CudaState : ModelState {
     bool pd_tried = false;
     PdRecorder* rec = nullptr;
     void select_slot(int64_t i) {
+        sel = i;
+        pages = paged ? page_table + i * max_pages : nullptr;
         for (size_t l = 0; l < K0.size(); ++l) {
-            K[l] = K0[l] ? static_cast<char*>(K0[l]) + i * kv_slot * kv_elem : nullptr;
-            V[l] = V0[l] ? static_cast<char*>(V0[l]) + i * kv_slot * kv_elem : nullptr;
+            K[l] = K0[l] && !paged ? static_cast<char*>(K0[l]) + i * kv_slot * kv_elem : K0[l];
+            V[l] = V0[l] && !paged ? static_cast<char*>(V0[l]) + i * kv_slot * kv_elem : V0[l];
             conv[l] = conv0[l] ? conv0[l] + i * conv_slot : nullptr;
             S[l] = S0[l] ? S0[l] + i * S_slot : nullptr;
         }
@@ -103,6 +119,7 @@ struct CudaState : ModelState {
         if (ev1) cudaEventDestroy(ev1);
         if (stream) cudaStreamDestroy(stream);
         if (io) cudaFreeHost(io);
+        if (page_host) cudaFreeHost(page_host);
         if (mask_host) cudaFreeHost(mask_host);
     }
 };
@@ -167,8 +184,11 @@ protected:
     // One layer's pool: slots × floats_per_slot floats into *base; sets *stride.
     static Status pool_layer(CudaState& s, const DeviceAlloc& alloc, int64_t floats_per_slot, const char* what,
                              float** base, int64_t* stride);
-    // The K and V pools of an attention layer: slots × elems_per_slot cache elements (s.kv_elem bytes) each.
-    static Status pool_kv(CudaState& s, const DeviceAlloc& alloc, int64_t elems_per_slot, size_t layer);
+    // The K and V caches of an attention layer whose cache rows hold row_elems elements (n_kv · d) of s.kv_elem
+    // bytes: contiguous, slots × capacity rows, or for a pooled state recorded for the page pools that allocate()
+    // sizes last (allocate_pages, cuda_batch.cpp).
+    Status pool_kv(CudaState& s, const DeviceAlloc& alloc, int64_t row_elems, size_t layer) const;
+    Status allocate_pages(CudaState& s, const DeviceAlloc& alloc) const;
     // Enqueues the forward pass of the n tokens in s.ids at position *s.pos_dev. Logits of the last row (or of
     // rows [0, min(n, 8)) when all_rows) land in s.logits; s.xn holds every row final-normed afterwards.
     virtual void run(CudaState& s, int64_t n, bool all_rows) const = 0;

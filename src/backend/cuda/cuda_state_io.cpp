@@ -3,6 +3,7 @@
 // conv [K−1, conv_dim], S [nv, dk, dv]), and the device sampler's RNG counter. The tensors are fp32 whatever the
 // cache holds: a bf16 cache widens exactly on the way out and rounds to nearest-even on the way in (a session
 // saved from a bf16 cache restores bit for bit).
+#include <algorithm>
 #include <cstdio>
 
 #include "backend/cuda/cuda_check.h"
@@ -31,36 +32,61 @@ Expected<void*> tensor_buffer(const CudaState& s, const StateTensor& t, bool* kv
     return p;
 }
 
-// Rows [at, at + x.shape[1]) of every kv head of a cache ([n_kv, capacity, d], elem bytes per element) → x.data
-// (fp32 [n_kv, rows, d]).
-void kv_rows_to_host(const void* cache, int64_t elem, int64_t capacity, int64_t at, StateTensor& x) {
+// Copies rows [at, at + rows) of every kv head between the selected slot's cache `cache` (s.K[l] / s.V[l]: its
+// contiguous [n_kv, capacity, d] caches, or the page pools [page][n_kv][kKvPage][d] through s.slot_pages[s.sel])
+// and a packed [n_kv, rows, d] buffer, in the cache's element type (s.kv_elem bytes), on s.stream: one pitched copy
+// per run of rows that are consecutive in the cache (the whole range, or each page's part).
+void kv_copy(const CudaState& s, void* cache, int64_t capacity, int64_t heads, int64_t d, int64_t at, int64_t rows,
+             void* packed, cudaMemcpyKind kind, bool to_cache) {
+    const int64_t e = s.kv_elem;
+    const size_t packed_pitch = size_t(rows * d * e);
+    for (int64_t p = at; p < at + rows;) {
+        int64_t off, pitch, n;  // element offset of row p (head 0), elements between heads, rows in the run
+        if (!s.paged) {
+            off = p * d, pitch = capacity * d, n = at + rows - p;
+        } else {
+            const int64_t page = s.slot_pages[size_t(s.sel)][size_t(p / kKvPage)];
+            off = (page * heads * kKvPage + p % kKvPage) * d, pitch = kKvPage * d;
+            n = std::min(at + rows, (p / kKvPage + 1) * kKvPage) - p;
+        }
+        char* c = static_cast<char*>(cache) + off * e;
+        char* q = static_cast<char*>(packed) + (p - at) * d * e;
+        const size_t width = size_t(n * d * e);
+        if (to_cache)
+            CUDA_CHECK(cudaMemcpy2DAsync(c, size_t(pitch * e), q, packed_pitch, width, size_t(heads), kind, s.stream));
+        else
+            CUDA_CHECK(cudaMemcpy2DAsync(q, packed_pitch, c, size_t(pitch * e), width, size_t(heads), kind, s.stream));
+        p += n;
+    }
+}
+
+// Rows [at, at + x.shape[1]) of every kv head of the selected slot's cache → x.data (fp32 [n_kv, rows, d]).
+void kv_rows_to_host(const CudaState& s, void* cache, int64_t capacity, int64_t at, StateTensor& x) {
     const int64_t heads = x.shape[0], rows = x.shape[1], d = x.shape[2];
     if (rows <= 0) return;
-    const size_t row = size_t(rows * d) * size_t(elem), pitch = size_t(capacity * d) * size_t(elem);
-    const char* src = static_cast<const char*>(cache) + at * d * elem;
-    if (elem == 4) {
-        CUDA_CHECK(cudaMemcpy2D(x.data.data(), row, src, pitch, row, size_t(heads), cudaMemcpyDeviceToHost));
+    if (s.kv_elem == 4) {
+        kv_copy(s, cache, capacity, heads, d, at, rows, x.data.data(), cudaMemcpyDeviceToHost, false);
+        CUDA_CHECK(cudaStreamSynchronize(s.stream));
         return;
     }
     std::vector<uint16_t> h(size_t(heads * rows * d));
-    CUDA_CHECK(cudaMemcpy2D(h.data(), row, src, pitch, row, size_t(heads), cudaMemcpyDeviceToHost));
+    kv_copy(s, cache, capacity, heads, d, at, rows, h.data(), cudaMemcpyDeviceToHost, false);
+    CUDA_CHECK(cudaStreamSynchronize(s.stream));
     for (size_t i = 0; i < h.size(); ++i) x.data[i] = bf16_to_f32(h[i]);
 }
 
-// fp32 host rows [n_kv, rows, d] → rows [at, at + rows) of a cache, on `st` (a bf16 cache: rounded into `staging`,
-// which must live until the stream has run the copy).
-void kv_rows_from_host(void* cache, int64_t elem, int64_t capacity, int64_t at, const float* src, int64_t heads,
-                       int64_t rows, int64_t d, std::vector<uint16_t>& staging, cudaStream_t st) {
+// fp32 host rows [n_kv, rows, d] → rows [at, at + rows) of the selected slot's cache, on s.stream (a bf16 cache:
+// rounded into `staging`, which must live until the stream has run the copy).
+void kv_rows_from_host(const CudaState& s, void* cache, int64_t capacity, int64_t at, const float* src, int64_t heads,
+                       int64_t rows, int64_t d, std::vector<uint16_t>& staging) {
     if (rows <= 0) return;
-    const size_t row = size_t(rows * d) * size_t(elem), pitch = size_t(capacity * d) * size_t(elem);
-    char* dst = static_cast<char*>(cache) + at * d * elem;
-    const void* from = src;
-    if (elem == 2) {
+    void* from = const_cast<float*>(src);
+    if (s.kv_elem == 2) {
         staging.resize(size_t(heads * rows * d));
         for (size_t i = 0; i < staging.size(); ++i) staging[i] = f32_to_bf16(src[i]);
         from = staging.data();
     }
-    CUDA_CHECK(cudaMemcpy2DAsync(dst, pitch, from, row, row, size_t(heads), cudaMemcpyHostToDevice, st));
+    kv_copy(s, cache, capacity, heads, d, at, rows, from, cudaMemcpyHostToDevice, true);
 }
 
 // The tensors of a layout (KV tensors: rows [from, from + shape[1]) of the caches) out of s's current views.
@@ -74,7 +100,7 @@ Status download(const CudaState& s, int64_t capacity, int64_t from, std::vector<
         if (!kv)
             CUDA_CHECK(cudaMemcpy(x.data.data(), src, x.data.size() * sizeof(float), cudaMemcpyDeviceToHost));
         else
-            kv_rows_to_host(src, s.kv_elem, capacity, from, x);
+            kv_rows_to_host(s, src, capacity, from, x);
     }
     return Status::ok();
 }
@@ -106,8 +132,7 @@ Status upload(CudaState& s, int64_t capacity, int64_t pos, const std::vector<Sta
             EMBER_REQUIRE(x.shape[1] == pos, "import_state: '%s' holds %lld rows at position %lld", x.name.c_str(),
                           (long long)x.shape[1], (long long)pos);
             std::vector<uint16_t> staging;
-            kv_rows_from_host(dst, s.kv_elem, capacity, 0, x.data.data(), x.shape[0], x.shape[1], x.shape[2],
-                              staging, s.stream);
+            kv_rows_from_host(s, dst, capacity, 0, x.data.data(), x.shape[0], x.shape[1], x.shape[2], staging);
             CUDA_CHECK(cudaStreamSynchronize(s.stream));
         }
     }
@@ -153,6 +178,8 @@ Status CudaCausalLM::batch_import_slot(BatchState& b, int64_t slot, int64_t pos,
     EMBER_TRY(batch_reset(b, slot));  // also: the slot's sampling state restarts
     EMBER_ASSIGN(CudaBatch * cb, as_batch(b));
     if (!cb->s.ready) EMBER_TRY(allocate(cb->s));
+    EMBER_TRY(ensure_pages(cb->s, slot, pos));
+    sync_pages(cb->s);
     cb->s.select_slot(slot);
     EMBER_TRY(upload(cb->s, capacity_, pos, t));
     b.pos[size_t(slot)] = pos;
@@ -185,7 +212,6 @@ Expected<std::unique_ptr<SlotSnapshot>> CudaCausalLM::batch_snapshot(BatchState&
     CudaState& s = cb->s;
     s.select_slot(slot);
     char* base = d->buf.as<char>();
-    const int64_t e = s.kv_elem;
     for (size_t i = 0; i < d->layout.size(); ++i) {
         const StateTensor& x = d->layout[i];
         bool kv = false;
@@ -194,10 +220,8 @@ Expected<std::unique_ptr<SlotSnapshot>> CudaCausalLM::batch_snapshot(BatchState&
             CUDA_CHECK(cudaMemcpyAsync(base + d->offset[i], src, size_t(x.numel()) * sizeof(float),
                                        cudaMemcpyDeviceToDevice, s.stream));
         } else if (x.shape[1] > 0) {
-            const size_t row = size_t(x.shape[1] * x.shape[2] * e);
-            const size_t pitch = size_t(capacity_ * x.shape[2] * e);
-            CUDA_CHECK(cudaMemcpy2DAsync(base + d->offset[i], row, static_cast<char*>(src) + from * x.shape[2] * e,
-                                         pitch, row, size_t(x.shape[0]), cudaMemcpyDeviceToDevice, s.stream));
+            kv_copy(s, src, capacity_, x.shape[0], x.shape[2], from, x.shape[1], base + d->offset[i],
+                    cudaMemcpyDeviceToDevice, false);
         }
     }
     d->bytes = int64_t(d->buf.bytes());
@@ -227,8 +251,9 @@ Status CudaCausalLM::batch_restore_links(BatchState& b, int64_t slot, int64_t bl
     EMBER_ASSIGN(CudaBatch * cb, as_batch(b));
     if (!cb->s.ready) EMBER_TRY(allocate(cb->s));
     CudaState& s = cb->s;
+    EMBER_TRY(ensure_pages(s, slot, pos));
+    sync_pages(s);
     s.select_slot(slot);
-    const int64_t e = s.kv_elem;
     std::vector<std::vector<uint16_t>> staging;  // bf16 roundings of host links, alive until the stream sync
     for (size_t i = 0; i < want.size(); ++i) {
         bool kv = false;
@@ -245,13 +270,12 @@ Status CudaCausalLM::batch_restore_links(BatchState& b, int64_t slot, int64_t bl
             const int64_t d = want[i].shape[2];
             if (!dev) {  // host tensors are fp32 whatever the cache holds
                 staging.emplace_back();
-                kv_rows_from_host(dst, e, capacity_, int64_t(c) * block, static_cast<const float*>(src),
-                                  want[i].shape[0], block, d, staging.back(), s.stream);
+                kv_rows_from_host(s, dst, capacity_, int64_t(c) * block, static_cast<const float*>(src),
+                                  want[i].shape[0], block, d, staging.back());
                 continue;
             }
-            const size_t row = size_t(block * d * e), pitch = size_t(capacity_ * d * e);
-            CUDA_CHECK(cudaMemcpy2DAsync(static_cast<char*>(dst) + int64_t(c) * block * d * e, pitch, src, row, row,
-                                         size_t(want[i].shape[0]), kind, s.stream));
+            kv_copy(s, dst, capacity_, want[i].shape[0], d, int64_t(c) * block, block, const_cast<void*>(src), kind,
+                    true);
         }
     }
     CUDA_CHECK(cudaStreamSynchronize(s.stream));  // (host sources are pageable: copied before the calls return)

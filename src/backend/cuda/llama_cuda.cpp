@@ -31,9 +31,8 @@ public:
 
 protected:
     Status allocate_layers(CudaState& s, const DeviceAlloc& alloc) const override {
-        const int64_t kv = adims_.n_kv * adims_.capacity * adims_.head_dim;
         for (size_t l = 0; l < layers_.size(); ++l) {
-            EMBER_TRY(pool_kv(s, alloc, kv, size_t(l)));
+            EMBER_TRY(pool_kv(s, alloc, adims_.n_kv * adims_.head_dim, size_t(l)));
         }
         return Status::ok();
     }

@@ -132,10 +132,9 @@ Status CudaQwen35::init() {
 Status CudaQwen35::allocate_layers(CudaState& s, const DeviceAlloc& alloc) const {
     const Qwen35Config& c = host().config();
     const DeltaNetShape& g = host().delta_net_shape();
-    const int64_t kv = adims_.n_kv * adims_.capacity * adims_.head_dim;
     for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
         if (c.layer_types[l] == LayerType::FULL_ATTENTION) {
-            EMBER_TRY(pool_kv(s, alloc, kv, size_t(l)));
+            EMBER_TRY(pool_kv(s, alloc, adims_.n_kv * adims_.head_dim, size_t(l)));
         } else {
             EMBER_TRY(pool_layer(s, alloc, (g.conv_kernel - 1) * g.conv_dim(), "conv state", &s.conv0[l], &s.conv_slot));
             EMBER_TRY(pool_layer(s, alloc, g.heads.nv * g.heads.dk * g.heads.dv, "GDN state", &s.S0[l], &s.S_slot));

@@ -63,28 +63,39 @@ __device__ __forceinline__ int64_t split_chunk(int64_t T, int n_splits) {
 
 __device__ __forceinline__ bool position_ok(int32_t pos0, int64_t pos, int64_t cap) { return pos0 >= 0 && pos < cap; }
 
-// Where token t of a call lives. One sequence (rows == nullptr): position *pos0_dev + t, caches at their base.
-// Batched decode (rows != nullptr): token t belongs to the sequence in slot rows[2t] at position rows[2t + 1],
-// whose caches start slot · slot_elems floats into the pools. A slot outside [0, n_slots) or a negative position
-// reads as position −1 (NaN output, nothing written).
+// Where token t of a call lives. One sequence (rows == nullptr): position *pos0_dev + t, caches at their base
+// (paged: the sequence's page list `pages`). Batched decode (rows != nullptr): token t belongs to the sequence in
+// slot rows[2t] at position rows[2t + 1], whose caches start slot · slot_elems elements into the pools (paged: its
+// pages are row `slot` of the page table `pages`, page_stride entries apart). A slot outside [0, n_slots) or a
+// negative position reads as position −1 (NaN output, nothing written).
 struct RowMap {
     const int32_t* rows = nullptr;
     int64_t slot_elems = 0;
     int32_t n_slots = 0;
+    const int32_t* pages = nullptr;
+    int32_t page_stride = 0;
 };
 struct RowAt {
-    int32_t lo;     // position_ok's first argument: pos0 (one sequence) or the row's own position
-    int64_t pos;    // the token's position
-    int64_t base;   // float offset of the row's caches in the pools
+    int32_t lo;            // position_ok's first argument: pos0 (one sequence) or the row's own position
+    int64_t pos;           // the token's position
+    int64_t base;          // element offset of the row's caches in contiguous pools
+    const int32_t* pages;  // paged pools: the row's page list (else nullptr)
 };
 __device__ __forceinline__ RowAt row_at(const RowMap& rm, const int32_t* pos0_dev, int t) {
     if (!rm.rows) {
         const int32_t p0 = *pos0_dev;
-        return {p0, int64_t(p0) + t, 0};
+        return {p0, int64_t(p0) + t, 0, rm.pages};
     }
     const int32_t slot = rm.rows[2 * t], p = rm.rows[2 * t + 1];
     const bool ok = slot >= 0 && slot < rm.n_slots;
-    return {ok ? p : -1, ok ? int64_t(p) : -1, ok ? int64_t(slot) * rm.slot_elems : 0};
+    return {ok ? p : -1, ok ? int64_t(p) : -1, ok && !rm.pages ? int64_t(slot) * rm.slot_elems : 0,
+            rm.pages && ok ? rm.pages + int64_t(slot) * rm.page_stride : nullptr};
+}
+// Element offset of cache row p of kv head g: contiguous [G][cap][D] at the row's base, or paged
+// [page][G][kKvPage][D] (attention_cuda.h). Rows p .. p + 31 with p a multiple of 32 share a page.
+__device__ __forceinline__ int64_t kv_row(const RowAt& ra, int g, int64_t p, int G, int64_t cap, int D) {
+    if (!ra.pages) return ra.base + (int64_t(g) * cap + p) * D;
+    return ((int64_t(ra.pages[p / kKvPage]) * G + g) * kKvPage + p % kKvPage) * D;
 }
 
 // sigmoid(kNoGate) = 1 exactly (expf(−inf) = 0): the ungated layers reuse the gated epilogue unchanged.
@@ -115,8 +126,6 @@ __global__ void __launch_bounds__(prologue_threads<D>())
     const RowAt ra = row_at(rm, pos0_dev, t);
     const int32_t pos0 = ra.lo;
     const int64_t pos = ra.pos;
-    Kc += ra.base;
-    Vc += ra.base;
     const bool is_q = hh < H;
     const int g = hh - H;
     const float* src = is_q ? qg + (int64_t(t) * H + hh) * q_stride : k + (int64_t(t) * G + g) * D;
@@ -144,7 +153,7 @@ __global__ void __launch_bounds__(prologue_threads<D>())
     if (is_q) {
         q_out[(int64_t(t) * H + hh) * D + c] = y;
     } else if (position_ok(pos0, pos, cap)) {
-        const int64_t dst = (int64_t(g) * cap + pos) * D + c;
+        const int64_t dst = kv_row(ra, g, pos, G, cap, D) + c;
         kv_store(Kc + dst, y);
         kv_store(Vc + dst, v[(int64_t(t) * G + g) * D + c]);
     }
@@ -191,8 +200,6 @@ __global__ void __launch_bounds__(kThreads, 2)
     const RowAt ra = row_at(rm, pos0_dev, tok);
     const int32_t pos0 = ra.lo;
     const int64_t pos = ra.pos;
-    Kc += ra.base;
-    Vc += ra.base;
     // Each token's split partials (only batched decode has more than one token with more than one split).
     part_acc += int64_t(tok) * n_splits * H * D;
     part_ml += int64_t(tok) * n_splits * H * 2;
@@ -212,8 +219,6 @@ __global__ void __launch_bounds__(kThreads, 2)
         q_s[i / D][i % D] = q_ws[(int64_t(tok) * H + h0) * D + i] * q_scale;
     __syncthreads();
 
-    const KvT* Kg = Kc + int64_t(g) * cap * D;
-    const KvT* Vg = Vc + int64_t(g) * cap * D;
     const int kk = lane >> 3, sg = lane & 7;  // (a): 4 keys per warp, 8 lanes per key
     const int kt = warp * 4 + kk;             // (a): key index within the tile
     const int c4 = tid % kC4, kq = tid / kC4;  // (c)
@@ -224,19 +229,23 @@ __global__ void __launch_bounds__(kThreads, 2)
 
     constexpr bool kPreV = !std::is_same_v<KvT, float>;
     for (int64_t ts = t0; ts < t1; ts += kTile) {
+        // The tile's rows [ts, ts + 32) are consecutive in the cache (ts is a multiple of 32; a page holds 64).
+        const int64_t rb = kv_row(ra, g, ts, G, cap, D);
+        const KvT* Kg = Kc + rb;
+        const KvT* Vg = Vc + rb;
         uint2 vraw[kPreV ? kKPT : 1];  // bf16: this thread's V of the tile for (c), loaded before (a)
         if constexpr (kPreV) {
 #pragma unroll
             for (int i = 0; i < kKPT; ++i) {
                 const int64_t key = ts + kq + i * kKQ;
-                vraw[i] = kq < kKQ && key < t1 ? kv_raw4(Vg, key * kC4 + c4) : make_uint2(0u, 0u);
+                vraw[i] = kq < kKQ && key < t1 ? kv_raw4(Vg, (key - ts) * kC4 + c4) : make_uint2(0u, 0u);
             }
         }
         // (a) lane (kk, sg) reads float4 sg + 8j of key row kt: 8 lanes read 128 contiguous bytes.
         {
             const int64_t key = ts + kt;
             const bool kvalid = key < t1;
-            const KvT* kr = Kg + key * D;
+            const KvT* kr = Kg + int64_t(kt) * D;
             float4 kv[kV4];
 #pragma unroll
             for (int j = 0; j < kV4; ++j)
@@ -283,7 +292,7 @@ __global__ void __launch_bounds__(kThreads, 2)
             for (int i = 0; i < kKPT; ++i) {
                 const int64_t key = ts + kq + i * kKQ;
                 if constexpr (kPreV) vv[i] = kv_widen4(vraw[i]);
-                else vv[i] = key < t1 ? kv_load4(Vg, key * kC4 + c4) : make_float4(0.f, 0.f, 0.f, 0.f);
+                else vv[i] = key < t1 ? kv_load4(Vg, (key - ts) * kC4 + c4) : make_float4(0.f, 0.f, 0.f, 0.f);
             }
 #pragma unroll
             for (int r = 0; r < kRMax; ++r) {
@@ -469,7 +478,8 @@ void launch(const GatedAttentionDims& d, const float* qg, const float* k, const 
                int(d.gated ? 2 * D : D), rf, d.eps);
 
     if (n > 1 && !per_token && !rm.rows) {
-        detail::attention_prefill(d, q_ws, gate, Kc, Vc, pos0_dev, n, out, ws + L.prefill_off, st);
+        detail::attention_prefill(d, q_ws, gate, Kc, Vc, pos0_dev, n, out, ws + L.prefill_off, st, detail::PREFILL_ALL,
+                                  0, rm.pages);
         return;
     }
     const int R = H / G, n_sub = (R + kRMax - 1) / kRMax;
@@ -565,8 +575,10 @@ void core(const GatedAttentionDims& d, const float* qg, const float* k, const fl
 void gated_attention_core(const GatedAttentionDims& d, const float* qg, const float* k, const float* v,
                           const float* q_norm, const float* k_norm, void* K_cache, void* V_cache,
                           const int32_t* pos0_dev, int64_t n, float* out, void* workspace, size_t workspace_bytes,
-                          cudaStream_t stream) {
-    core(d, qg, k, v, q_norm, k_norm, K_cache, V_cache, pos0_dev, n, out, workspace, workspace_bytes, stream, false);
+                          cudaStream_t stream, const int32_t* pages) {
+    RowMap rm;
+    rm.pages = pages;
+    core(d, qg, k, v, q_norm, k_norm, K_cache, V_cache, pos0_dev, n, out, workspace, workspace_bytes, stream, false, rm);
 }
 
 size_t gated_attention_rows_workspace_bytes(const GatedAttentionDims& d, int64_t max_rows) {
@@ -578,12 +590,17 @@ size_t gated_attention_rows_workspace_bytes(const GatedAttentionDims& d, int64_t
 void gated_attention_decode_rows(const GatedAttentionDims& d, const float* qg, const float* k, const float* v,
                                  const float* q_norm, const float* k_norm, void* K_pool, void* V_pool,
                                  int64_t n_slots, const int32_t* rows_dev, int64_t n, float* out, void* workspace,
-                                 size_t workspace_bytes, cudaStream_t stream) {
+                                 size_t workspace_bytes, cudaStream_t stream, const int32_t* page_table,
+                                 int64_t page_stride) {
     EMBER_CHECK(n_slots > 0 && n_slots <= INT32_MAX && rows_dev, "attention rows: %lld slots", (long long)n_slots);
+    EMBER_CHECK(!page_table || (page_stride > 0 && page_stride <= INT32_MAX), "attention rows: page stride %lld",
+                (long long)page_stride);
     RowMap rm;
     rm.rows = rows_dev;
     rm.slot_elems = d.n_kv * d.capacity * d.head_dim;
     rm.n_slots = static_cast<int32_t>(n_slots);
+    rm.pages = page_table;
+    rm.page_stride = static_cast<int32_t>(page_stride);
     core(d, qg, k, v, q_norm, k_norm, K_pool, V_pool, nullptr, n, out, workspace, workspace_bytes, stream, false, rm);
 }
 

@@ -74,6 +74,11 @@ int64_t gated_attention_decode_splits(const GatedAttentionDims& d);
 // · 4 bytes; half in bf16 mode) and its split partials (attention_prefill.h).
 size_t gated_attention_workspace_bytes(const GatedAttentionDims& d, int64_t max_tokens);
 
+// Paged caches (the batched engine's shared pools): a pool of pages [n_pages][n_kv][kKvPage][d] and a page table
+// whose row per sequence lists its pages in order — cache row p of kv head g of that sequence is row p % kKvPage of
+// head g in page pages[p / kKvPage]. The caller keeps the pages of positions [0, pos0 + n) allocated before a call.
+constexpr int64_t kKvPage = 64;
+
 // Head dims the kernels are built for (16, 32, 64, 96, 128, 256).
 bool gated_attention_head_dim_supported(int64_t head_dim);
 
@@ -83,11 +88,12 @@ Status check_kv_capacity(int64_t pos0, int64_t n, int64_t capacity);
 // qg [n, n_heads, 2, d] (q_proj output; [n, n_heads, d] when !gated), k, v [n, n_kv, d], q_norm, k_norm [d] or nullptr (no norm),
 // K_cache, V_cache [n_kv, capacity, d] (fp32 or bf16 elements: dims.kv_bf16), pos0_dev: device int32 position of token 0, out [n, n_heads·d] (must
 // not alias the inputs), workspace ≥ gated_attention_workspace_bytes(dims, n) bytes. qg, out, the caches and
-// the workspace must be 16-byte aligned. n ≤ 65535.
+// the workspace must be 16-byte aligned. n ≤ 65535. pages (device, or nullptr: contiguous caches): the sequence's
+// page list (kKvPage above) — K_cache / V_cache are then the page pools.
 void gated_attention_core(const GatedAttentionDims& dims, const float* qg, const float* k, const float* v,
                           const float* q_norm, const float* k_norm, void* K_cache, void* V_cache,
                           const int32_t* pos0_dev, int64_t n, float* out, void* workspace, size_t workspace_bytes,
-                          cudaStream_t stream);
+                          cudaStream_t stream, const int32_t* pages = nullptr);
 
 // ---- batched decode: many sequences, one token each ----------------------------------------------------------
 // Row r < n is the next token of the sequence in slot rows_dev[2r] at position rows_dev[2r + 1] (device int32
@@ -97,12 +103,14 @@ void gated_attention_core(const GatedAttentionDims& dims, const float* qg, const
 // gated_attention_rows_splits(d, n) (fewer than a single decode's, so that n rows fill the GPU about as one
 // does), so a row's output equals the single-sequence call up to the order of the fp32 sums. A slot outside
 // [0, n_slots) or a position outside [0, capacity) gives that row NaN and writes nothing. Rows must name distinct
-// slots. n ≤ 65535; workspace ≥ gated_attention_rows_workspace_bytes(d, n).
+// slots. n ≤ 65535; workspace ≥ gated_attention_rows_workspace_bytes(d, n). page_table (device, or nullptr:
+// contiguous pools): [n_slots][page_stride] page lists, K_pool / V_pool the page pools (kKvPage above).
 int64_t gated_attention_rows_splits(const GatedAttentionDims& d, int64_t n_rows);
 size_t gated_attention_rows_workspace_bytes(const GatedAttentionDims& d, int64_t max_rows);
 void gated_attention_decode_rows(const GatedAttentionDims& d, const float* qg, const float* k, const float* v,
                                  const float* q_norm, const float* k_norm, void* K_pool, void* V_pool,
                                  int64_t n_slots, const int32_t* rows_dev, int64_t n, float* out, void* workspace,
-                                 size_t workspace_bytes, cudaStream_t stream);
+                                 size_t workspace_bytes, cudaStream_t stream, const int32_t* page_table = nullptr,
+                                 int64_t page_stride = 0);
 
 }  // namespace ember::cuda

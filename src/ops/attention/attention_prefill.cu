@@ -92,7 +92,8 @@ template <int D, int P, typename KvT>
 __global__ void __launch_bounds__(kConvertThreads)
     kv_to_bf16(const KvT* __restrict__ Kc, const KvT* __restrict__ Vc,  // [G, cap, D]
                uint32_t* __restrict__ kv16,                                 // [2][G][cap][P][D] bf16 (pairs)
-               const int32_t* __restrict__ pos0_dev, int n, int G, int64_t cap) {
+               const int32_t* __restrict__ pos0_dev, int n, int G, int64_t cap,
+               const int32_t* __restrict__ pages) {  // paged caches (attention_cuda.h kKvPage), or nullptr
     pdl_trigger();
     pdl_wait();
     constexpr int kC4 = D / 4;
@@ -100,13 +101,15 @@ __global__ void __launch_bounds__(kConvertThreads)
     if (pos0 < 0) return;
     const int64_t rows = int64_t(pos0) + n < cap ? int64_t(pos0) + n : cap;
     const int which = blockIdx.y / G, g = blockIdx.y % G;
-    const KvT* src = (which ? Vc : Kc) + int64_t(g) * cap * D;
+    const KvT* src = which ? Vc : Kc;
     uint32_t* dst = kv16 + (int64_t(which) * G + g) * cap * P * (D / 2);
     for (int64_t i = int64_t(blockIdx.x) * kConvertThreads + threadIdx.x; i < rows * kC4;
          i += int64_t(gridDim.x) * kConvertThreads) {
         const int64_t row = i / kC4;
         const int c4 = static_cast<int>(i % kC4);
-        const float4 x = kv_load4(src, i);
+        const int64_t at = pages ? ((int64_t(pages[row / kKvPage]) * G + g) * kKvPage + row % kKvPage) * D
+                                 : (int64_t(g) * cap + row) * D;
+        const float4 x = kv_load4(src + at, c4);
         uint32_t h0, l0, h1, l1;
         float sa, sb;
         split2(x.x, x.y, h0, l0, sa, sb);
@@ -470,24 +473,26 @@ int default_warps(const GatedAttentionDims& d) { return 4; }
 
 template <int D, int P, int W>
 void launch(const GatedAttentionDims& d, const float* q_ws, const float* gate, const void* Kc, const void* Vc,
-            const int32_t* pos0_dev, int64_t n, float* out, char* ws, cudaStream_t st, unsigned stages) {
+            const int32_t* pos0_dev, int64_t n, float* out, char* ws, cudaStream_t st, unsigned stages,
+            const int32_t* pages) {
     const PrefillPlan pl = prefill_plan(d, n, W);
     const Layout L = prefill_layout(d, n, pl);
     const int H = static_cast<int>(d.n_heads), G = static_cast<int>(d.n_kv);
     uint16_t* kv16 = reinterpret_cast<uint16_t*>(ws + L.kv16_off);
     float* part_acc = reinterpret_cast<float*>(ws + L.acc_off);
     float* part_ml = reinterpret_cast<float*>(ws + L.ml_off);
-    const bool in_place = d.kv_bf16 && P == 1;  // a bf16 cache is already the flash kernel's [G][cap][1][D] layout
+    // A contiguous bf16 cache is already the flash kernel's [G][cap][1][D] layout.
+    const bool in_place = d.kv_bf16 && P == 1 && !pages;
     if ((stages & PREFILL_CONVERT) && !in_place) {
         if (d.kv_bf16)
             launch_pdl(kv_to_bf16<D, P, __nv_bfloat16>, dim3(unsigned(kConvertBlocks), unsigned(2 * G)),
                        dim3(kConvertThreads), 0, st, 0, static_cast<const __nv_bfloat16*>(Kc),
                        static_cast<const __nv_bfloat16*>(Vc), reinterpret_cast<uint32_t*>(kv16), pos0_dev, int(n), G,
-                       d.capacity);
+                       d.capacity, pages);
         else
             launch_pdl(kv_to_bf16<D, P, float>, dim3(unsigned(kConvertBlocks), unsigned(2 * G)), dim3(kConvertThreads),
                        0, st, 0, static_cast<const float*>(Kc), static_cast<const float*>(Vc),
-                       reinterpret_cast<uint32_t*>(kv16), pos0_dev, int(n), G, d.capacity);
+                       reinterpret_cast<uint32_t*>(kv16), pos0_dev, int(n), G, d.capacity, pages);
     }
     if (stages & PREFILL_FLASH) {
         constexpr size_t smem = smem_bytes<D, P, W>();
@@ -514,17 +519,19 @@ void launch(const GatedAttentionDims& d, const float* q_ws, const float* gate, c
 
 template <int D, int W>
 void launch_w(const GatedAttentionDims& d, const float* q_ws, const float* gate, const void* Kc, const void* Vc,
-              const int32_t* pos0_dev, int64_t n, float* out, char* ws, cudaStream_t st, unsigned stages) {
-    if (d.prefill_bf16) launch<D, 1, W>(d, q_ws, gate, Kc, Vc, pos0_dev, n, out, ws, st, stages);
-    else launch<D, 2, W>(d, q_ws, gate, Kc, Vc, pos0_dev, n, out, ws, st, stages);
+              const int32_t* pos0_dev, int64_t n, float* out, char* ws, cudaStream_t st, unsigned stages,
+              const int32_t* pages) {
+    if (d.prefill_bf16) launch<D, 1, W>(d, q_ws, gate, Kc, Vc, pos0_dev, n, out, ws, st, stages, pages);
+    else launch<D, 2, W>(d, q_ws, gate, Kc, Vc, pos0_dev, n, out, ws, st, stages, pages);
 }
 template <int D>
 void launch_d(const GatedAttentionDims& d, const float* q_ws, const float* gate, const void* Kc, const void* Vc,
-              const int32_t* pos0_dev, int64_t n, float* out, char* ws, cudaStream_t st, unsigned stages, int W) {
+              const int32_t* pos0_dev, int64_t n, float* out, char* ws, cudaStream_t st, unsigned stages, int W,
+              const int32_t* pages) {
     if constexpr (D == 128 || D == 256) {
-        if (W == 8) return launch_w<D, 8>(d, q_ws, gate, Kc, Vc, pos0_dev, n, out, ws, st, stages);
+        if (W == 8) return launch_w<D, 8>(d, q_ws, gate, Kc, Vc, pos0_dev, n, out, ws, st, stages, pages);
     }
-    launch_w<D, 4>(d, q_ws, gate, Kc, Vc, pos0_dev, n, out, ws, st, stages);
+    launch_w<D, 4>(d, q_ws, gate, Kc, Vc, pos0_dev, n, out, ws, st, stages, pages);
 }
 
 }  // namespace
@@ -559,18 +566,18 @@ size_t prefill_workspace_bytes(const GatedAttentionDims& d, int64_t n) {  // roo
 
 void attention_prefill(const GatedAttentionDims& d, const float* q_ws, const float* gate, const void* K_cache,
                        const void* V_cache, const int32_t* pos0_dev, int64_t n, float* out, void* ws,
-                       cudaStream_t st, unsigned stages, int warps) {
+                       cudaStream_t st, unsigned stages, int warps, const int32_t* pages) {
     const int W = prefill_plan(d, n, warps).warps;
     EMBER_CHECK(n > 1 && n <= 65535 && (reinterpret_cast<uintptr_t>(ws) & 15u) == 0, "prefill: n = %lld",
                 (long long)n);
     char* w = static_cast<char*>(ws);
     switch (d.head_dim) {
-        case 16: launch_d<16>(d, q_ws, gate, K_cache, V_cache, pos0_dev, n, out, w, st, stages, W); break;
-        case 32: launch_d<32>(d, q_ws, gate, K_cache, V_cache, pos0_dev, n, out, w, st, stages, W); break;
-        case 64: launch_d<64>(d, q_ws, gate, K_cache, V_cache, pos0_dev, n, out, w, st, stages, W); break;
-        case 96: launch_d<96>(d, q_ws, gate, K_cache, V_cache, pos0_dev, n, out, w, st, stages, W); break;
-        case 128: launch_d<128>(d, q_ws, gate, K_cache, V_cache, pos0_dev, n, out, w, st, stages, W); break;
-        case 256: launch_d<256>(d, q_ws, gate, K_cache, V_cache, pos0_dev, n, out, w, st, stages, W); break;
+        case 16: launch_d<16>(d, q_ws, gate, K_cache, V_cache, pos0_dev, n, out, w, st, stages, W, pages); break;
+        case 32: launch_d<32>(d, q_ws, gate, K_cache, V_cache, pos0_dev, n, out, w, st, stages, W, pages); break;
+        case 64: launch_d<64>(d, q_ws, gate, K_cache, V_cache, pos0_dev, n, out, w, st, stages, W, pages); break;
+        case 96: launch_d<96>(d, q_ws, gate, K_cache, V_cache, pos0_dev, n, out, w, st, stages, W, pages); break;
+        case 128: launch_d<128>(d, q_ws, gate, K_cache, V_cache, pos0_dev, n, out, w, st, stages, W, pages); break;
+        case 256: launch_d<256>(d, q_ws, gate, K_cache, V_cache, pos0_dev, n, out, w, st, stages, W, pages); break;
         default: EMBER_CHECK(false, "prefill attention: head_dim %lld", (long long)d.head_dim);
     }
 }

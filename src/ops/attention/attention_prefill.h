@@ -5,7 +5,8 @@
 // After the prologue (q normed + roped → workspace [n, H, D] fp32; k/v appended to the cache, fp32 or bf16):
 //   1. convert: cache rows [0, pos0 + n) of every kv head → bf16 hi + lo with x = hi + lo + δ, |δ| ≤ 2⁻¹⁶|x|
 //      (bf16 mode: hi only), into the workspace as kv16 [2 (K, V)][G][capacity][P][D], P = 2 (hi, lo) or 1.
-//      A bf16 cache has lo = 0; in bf16 mode (P = 1) it is read in place (no convert).
+//      A bf16 cache has lo = 0; in bf16 mode (P = 1) a contiguous one is read in place (no convert). A paged
+//      cache (`pages`, attention_cuda.h) is gathered page by page into kv16.
 //   2. flash: block = (key split, kv head g [· head sub-group], query tile), W = 4 warps of 16 rows (W = 8 is
 //      built for d = 128 / 256 and measured slower); the block's 16·W rows are (token, head) pairs of one kv head,
 //      token-major (row m = token t0 + m / RB, head g·R + m % RB), so all query heads of a kv head share every
@@ -55,7 +56,7 @@ enum PrefillStage : unsigned { PREFILL_CONVERT = 1, PREFILL_FLASH = 2, PREFILL_C
 // [n, H, 2, D] or nullptr (ungated); ws ≥ prefill_workspace_bytes(d, n), 16-byte aligned.
 void attention_prefill(const GatedAttentionDims& d, const float* q_ws, const float* gate, const void* K_cache,
                        const void* V_cache, const int32_t* pos0_dev, int64_t n, float* out, void* ws,
-                       cudaStream_t st, unsigned stages = PREFILL_ALL, int warps = 0);
+                       cudaStream_t st, unsigned stages = PREFILL_ALL, int warps = 0, const int32_t* pages = nullptr);
 
 // The previous n > 1 path (one key split per token on the CUDA cores), kept for A/B benchmarks; same contract as
 // gated_attention_core.
