@@ -1,6 +1,8 @@
 // Thread count selection for parallel_for.
 #include "core/parallel.h"
 
+#include "core/env.h"
+
 #include <cstdlib>
 #include <thread>
 
@@ -12,10 +14,7 @@ int g_threads = 0;
 
 int num_threads() {
     if (g_threads > 0) return g_threads;
-    if (const char* e = std::getenv("EMBER_THREADS")) {
-        int n = std::atoi(e);
-        if (n > 0) return g_threads = n;
-    }
+    if (const int n = env_int("EMBER_THREADS"); n > 0) return g_threads = n;
     unsigned hc = std::thread::hardware_concurrency();
     return g_threads = hc ? static_cast<int>(hc) : 1;
 }

@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "core/env.h"
 #include "grammar/runtime.h"
 
 namespace ember::grammar {
@@ -231,7 +232,7 @@ void Runtime::compute_inner(int32_t gs, InnerEntry& e) {
     };
     const int64_t v0 = stats_.visited, g0 = stats_.visited_general;
     if (!c0.heads.empty()) walk(T, 0, c0, on_tok, on_edge);
-    static const bool dbg = std::getenv("EMBER_GRAMMAR_DEBUG") != nullptr;
+    static const bool dbg = env_str("EMBER_GRAMMAR_DEBUG") != nullptr;
     if (dbg)
         std::fprintf(stderr, "[grammar] inner gs %d (rule %s, %zu heads%s): reach %lld, slice tau %d, trie of %u nodes, visited %lld fast + %lld general, %zu edges\n", gs,
                      g_->rule_names[size_t(g_->state_rule[size_t(gs)])].c_str(), c0.heads.size(),

@@ -1,6 +1,7 @@
 // Session implementation.
 #include "runtime/session.h"
 
+#include "core/env.h"
 #include "ops/sampling/token_mask.h"
 #include "runtime/session_file.h"
 
@@ -19,8 +20,7 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 }  // namespace
 
 Session::Session(const CausalLM& model) : model_(model), state_(model.new_state()) {
-    const char* e = std::getenv("EMBER_TRACE");
-    if (e && e[0] == '1')
+    if (env_on("EMBER_TRACE"))
         trace_ = [](const TraceStep& t) {
             std::fprintf(stderr, "[trace] step %lld token %d: %lld kernels%s, gpu %.1f us, wall %.1f us\n",
                          (long long)t.index, t.token, (long long)t.step.kernels, t.step.graph ? " (1 graph)" : "",

@@ -26,6 +26,7 @@
 
 #include "backend/cuda/cuda_batch.h"
 #include "backend/cuda/cuda_check.h"
+#include "core/env.h"
 #include "ops/sampling/sampling_rows_cuda.h"
 #include "ops/sampling/token_mask.h"
 #include "ops/sampling/token_mask_cuda.h"
@@ -48,11 +49,54 @@ double event_us(cudaEvent_t a, cudaEvent_t b) {
     return double(ms) * 1e3;
 }
 
-// An environment switch read once: EMBER_<name>=value.
-bool env_is(const char* name, const char* value) {
-    const char* e = std::getenv(name);
-    return e && std::string(e) == value;
-}
+// One step's part of the split: host time points as the step passes them, added to split_sum by add() after the
+// host wait. Off (every call a no-op) unless enable_batch_step_split(true).
+struct SplitRecorder {
+    bool on = split_on.load(std::memory_order_relaxed);
+    Clock::time_point t_in = on ? Clock::now() : Clock::time_point{}, t_launched, t_filled, t_selected;
+    bool fills_late = false;
+    void launched(const BatchSampler& z, cudaStream_t st) {  // the forward graph is launched (two-graph steps)
+        if (!on) return;
+        CUDA_CHECK(cudaEventRecord(z.t_fwd, st));
+        t_launched = t_filled = Clock::now();
+    }
+    void filled(const BatchSampler& z) {  // the masks are filled: did the forward end before the fills did?
+        if (!on) return;
+        t_filled = Clock::now();
+        const cudaError_t q = cudaEventQuery(z.t_fwd);
+        if (q == cudaErrorNotReady) (void)cudaGetLastError();
+        else CUDA_CHECK(q);
+        fills_late = q == cudaSuccess;
+    }
+    void selected(bool two) {  // the last graph of the step is launched
+        if (!on) return;
+        t_selected = Clock::now();
+        if (!two) t_launched = t_filled = t_selected;
+    }
+    void add(const CudaState& s, const BatchSampler& z, bool two, bool masked) const {  // after the host wait
+        if (!on) return;
+        const Clock::time_point t_out = Clock::now();
+        std::lock_guard<std::mutex> lock(split_mu);
+        BatchStepSplit& x = split_sum;
+        x.steps++;
+        x.host_launch_us += host_us(t_in, t_launched);
+        x.host_fill_us += host_us(t_launched, t_filled);
+        x.host_upload_us += host_us(t_filled, t_selected);
+        x.host_wait_us += host_us(t_selected, t_out);
+        x.gpu_us += s.stats.gpu_us;
+        if (two) {
+            const double fwd = event_us(s.ev0, z.t_fwd);
+            x.split_steps++;
+            x.gpu_forward_us += fwd;
+            x.gpu_select_us += s.stats.gpu_us - fwd;
+        }
+        if (masked) {
+            x.masked_steps++;
+            x.fills_late += fills_late;
+            x.upload_late_us += std::max(0.0, event_us(z.t_fwd, z.t_up));
+        }
+    }
+};
 
 Expected<DeviceBuffer> zeroed(size_t bytes, const char* what, cudaStream_t stream) {
     EMBER_ASSIGN(DeviceBuffer b, DeviceBuffer::alloc(bytes, what));
@@ -182,10 +226,7 @@ Status CudaCausalLM::batch_decode_sample(BatchState& b, const int32_t* slots, co
                                          const SamplingParams* const* params,
                                          const std::vector<int32_t>* const* history, int32_t* ids,
                                          float* logits, const TokenMaskFn* const* masks) const {
-    const bool split = split_on.load(std::memory_order_relaxed);
-    const Clock::time_point t_in = split ? Clock::now() : Clock::time_point{};
-    Clock::time_point t_launched, t_filled, t_selected;
-    bool fills_late = false;
+    SplitRecorder split;
     EMBER_ASSIGN(CudaBatch * cb, as_batch(b));
     const int64_t V = info_.vocab_size;
     EMBER_TRY(batch_check_step(b, slots, tokens, rows, V, capacity_));
@@ -212,7 +253,7 @@ Status CudaCausalLM::batch_decode_sample(BatchState& b, const int32_t* slots, co
     EMBER_TRY(ensure_sampler(*cb, V, any_pen));
     if (any_mask) EMBER_TRY(ensure_masks(*cb, V));
     BatchSampler& z = cb->sampler;
-    if (split && !z.t_fwd) {
+    if (split.on && !z.t_fwd) {
         CUDA_CHECK(cudaEventCreate(&z.t_fwd));
         CUDA_CHECK(cudaEventCreate(&z.t_up));
     }
@@ -227,10 +268,7 @@ Status CudaCausalLM::batch_decode_sample(BatchState& b, const int32_t* slots, co
     const bool two = logits || any_mask;
     if (two) {  // forward graph, the logits before masks and penalties to the host, the masks
         launch_rows(s, kRowsKey | R << 1, [&] { batch_body(b, rows, false); });
-        if (split) {
-            CUDA_CHECK(cudaEventRecord(z.t_fwd, s.stream));
-            t_launched = t_filled = Clock::now();
-        }
+        split.launched(z, s.stream);
         if (logits)
             CUDA_CHECK(cudaMemcpyAsync(logits, s.logits, size_t(rows * V) * sizeof(float), cudaMemcpyDeviceToHost,
                                        s.stream));
@@ -241,13 +279,7 @@ Status CudaCausalLM::batch_decode_sample(BatchState& b, const int32_t* slots, co
                 z.host_mask_row[r] = masks[r] ? k : -1;
                 if (masks[r]) (*masks[r])(z.host_masks + int64_t(k++) * W);
             }
-            if (split) {  // did the forward end before the fills did?
-                t_filled = Clock::now();
-                const cudaError_t q = cudaEventQuery(z.t_fwd);
-                if (q == cudaErrorNotReady) (void)cudaGetLastError();
-                else CUDA_CHECK(q);
-                fills_late = q == cudaSuccess;
-            }
+            split.filled(z);
             // Uploaded beside the forward (31 KB a row at 248k tokens: ~2 MB at 64 rows, one copy from pinned
             // memory), not after it (EMBER_MASK_UPLOAD=after: on the forward's stream, the A/B baseline).
             static const bool after = env_is("EMBER_MASK_UPLOAD", "after");
@@ -256,7 +288,7 @@ Status CudaCausalLM::batch_decode_sample(BatchState& b, const int32_t* slots, co
                                        cudaMemcpyHostToDevice, up));
             CUDA_CHECK(cudaMemcpyAsync(z.mask_row.get(), z.host_mask_row, size_t(rows) * sizeof(int32_t),
                                        cudaMemcpyHostToDevice, up));
-            if (split) CUDA_CHECK(cudaEventRecord(z.t_up, up));
+            if (split.on) CUDA_CHECK(cudaEventRecord(z.t_up, up));
             if (!after) {
                 CUDA_CHECK(cudaEventRecord(z.uploaded, z.upload));
                 CUDA_CHECK(cudaStreamWaitEvent(s.stream, z.uploaded, 0));
@@ -272,36 +304,12 @@ Status CudaCausalLM::batch_decode_sample(BatchState& b, const int32_t* slots, co
             select_rows(*cb, rows, V, any_pen, false, false);
         });
     }
-    if (split) {
-        t_selected = Clock::now();
-        if (!two) t_launched = t_filled = t_selected;
-    }
+    split.selected(two);
     CUDA_CHECK(cudaStreamSynchronize(s.stream));  // the one host wait per step
     float ms = 0;
     CUDA_CHECK(cudaEventElapsedTime(&ms, s.ev0, s.ev1));
     s.stats.gpu_us = ms * 1e3;
-    if (split) {
-        const Clock::time_point t_out = Clock::now();
-        std::lock_guard<std::mutex> lock(split_mu);
-        BatchStepSplit& x = split_sum;
-        x.steps++;
-        x.host_launch_us += host_us(t_in, t_launched);
-        x.host_fill_us += host_us(t_launched, t_filled);
-        x.host_upload_us += host_us(t_filled, t_selected);
-        x.host_wait_us += host_us(t_selected, t_out);
-        x.gpu_us += s.stats.gpu_us;
-        if (two) {
-            const double fwd = event_us(s.ev0, z.t_fwd);
-            x.split_steps++;
-            x.gpu_forward_us += fwd;
-            x.gpu_select_us += s.stats.gpu_us - fwd;
-        }
-        if (any_mask) {
-            x.masked_steps++;
-            x.fills_late += fills_late;
-            x.upload_late_us += std::max(0.0, event_us(z.t_fwd, z.t_up));
-        }
-    }
+    split.add(s, z, two, any_mask);
     for (int64_t r = 0; r < rows; ++r) b.pos[size_t(slots[r])] += 1;
     const float* lg = reinterpret_cast<const float*>(cb->host_out + b.slots());
     for (int64_t r = 0; r < rows; ++r) {

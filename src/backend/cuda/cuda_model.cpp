@@ -8,6 +8,7 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "core/check.h"
+#include "core/env.h"
 #include "ops/activation/activation_cuda.h"
 #include "ops/attention/attention_cuda.h"
 #include "ops/embedding/embedding_cuda.h"
@@ -168,14 +169,11 @@ void CudaCausalLM::prefer_fusable_uploads(const std::vector<const Weight*>& deco
 }
 
 void CudaCausalLM::choose_decode_fusion(const std::vector<const Weight*>& decode_weights) {
-    static const bool off = [] {
-        const char* e = std::getenv("EMBER_FUSE");
-        return e && e[0] == '0';
-    }();
+    static const bool off = env_off("EMBER_FUSE");
     fuse_decode_ = !off;
     for (const Weight* w : decode_weights) fuse_decode_ = fuse_decode_ && !w->empty() && linear_fused_native(*w, 1);
     static const int64_t rows_max = [] {  // fused() says why 2
-        const char* e = std::getenv("EMBER_FUSE_ROWS");
+        const char* e = env_str("EMBER_FUSE_ROWS");
         return e && e[0] >= '0' && e[0] <= '8' && e[1] == 0 ? int64_t(e[0] - '0') : int64_t(2);
     }();
     fuse_rows_ = fuse_decode_ ? std::max<int64_t>(rows_max, 1) : 1;

@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "backend/cuda/cuda_check.h"
+#include "core/env.h"
 
 namespace ember::cuda {
 
@@ -29,10 +30,7 @@ __device__ __forceinline__ void pdl_wait() {
 
 // PDL launches of the small decode kernels: on unless EMBER_PDL=0 (A/B runs).
 inline bool pdl_enabled() {
-    static const bool on = [] {
-        const char* e = std::getenv("EMBER_PDL");
-        return !(e && e[0] == '0');
-    }();
+    static const bool on = !env_off("EMBER_PDL");
     return on;
 }
 

@@ -8,15 +8,13 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "core/check.h"
+#include "core/env.h"
 #include "ops/rope/rope.h"
 
 namespace ember::cuda {
 
 bool persistent_decode_requested() {
-    static const bool on = [] {
-        const char* e = std::getenv("EMBER_DECODE");
-        return e && std::strcmp(e, "persistent") == 0;
-    }();
+    static const bool on = env_is("EMBER_DECODE", "persistent");
     return on;
 }
 
@@ -151,10 +149,7 @@ bool PdRecorder::attention(const GatedAttentionDims& d, const float* qg, const f
 namespace {
 
 int trace_level() {
-    static const int v = [] {
-        const char* e = std::getenv("EMBER_PD_TRACE");
-        return e ? std::atoi(e) : 0;
-    }();
+    static const int v = env_int("EMBER_PD_TRACE");
     return v;
 }
 
@@ -172,7 +167,7 @@ PdProgram::~PdProgram() {
     const size_t n = phases.size();
     std::vector<uint64_t> t(n * size_t(G) * 4);
     if (cudaMemcpy(t.data(), trace.get(), t.size() * 8, cudaMemcpyDeviceToHost) != cudaSuccess || t[2] == 0) return;
-    if (const char* path = std::getenv("EMBER_PD_TRACE_FILE")) {  // raw: header, per phase (kind, rows, K), stamps
+    if (const char* path = env_str("EMBER_PD_TRACE_FILE")) {  // raw: header, per phase (kind, rows, K), stamps
         if (FILE* f = std::fopen(path, "ab")) {
             const int64_t head[2] = {int64_t(n), G};
             std::fwrite(head, 8, 2, f);
@@ -279,13 +274,11 @@ void pd_finalize(PdProgram& p, const int32_t* pos_dev) {
         L.grid = pd::pd_grid();
         L.trace = p.trace.get() ? p.trace.as<uint64_t>() : nullptr;
         static const int backoff = [] {  // experiments: EMBER_PD_BACKOFF=ns between counter polls
-            const char* e = std::getenv("EMBER_PD_BACKOFF");
-            return e ? std::atoi(e) : 0;
+            return env_int("EMBER_PD_BACKOFF");
         }();
         L.backoff_ns = backoff;
         static const int debug = [] {
-            const char* e = std::getenv("EMBER_PD_DEBUG");
-            return e ? std::atoi(e) : 0;
+            return env_int("EMBER_PD_DEBUG");
         }();
         L.debug = debug;
         g.smem = pd::pd_smem_plan(max_k, scale_bytes, L);

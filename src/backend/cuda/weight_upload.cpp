@@ -6,6 +6,7 @@
 #include <cstring>
 #include <deque>
 
+#include "core/env.h"
 #include "ops/linear/linear.h"
 #include "ops/linear/linear_cuda.h"
 #include "ops/linear/weight_repack.h"
@@ -25,10 +26,7 @@ namespace {
 // EMBER_GGML_REPACK=all|off overrides both rules. A block with a non-finite scale keeps the GGML format (the
 // repack refuses it).
 int repack_mode() {  // 0 auto, 1 all, 2 off
-    static const int mode = [] {
-        const char* e = std::getenv("EMBER_GGML_REPACK");
-        return !e ? 0 : std::strcmp(e, "all") == 0 ? 1 : std::strcmp(e, "off") == 0 ? 2 : 0;
-    }();
+    static const int mode = env_is("EMBER_GGML_REPACK", "all") ? 1 : env_is("EMBER_GGML_REPACK", "off") ? 2 : 0;
     return mode;
 }
 
@@ -67,10 +65,7 @@ std::vector<const Weight*> device_forms(const std::vector<const Weight*>& parts,
 // 56–71 %; on ≤ 30 MB matrices its one-block-per-SM runs of 256 rows leave SMs idle and it loses to the q kernel
 // (bench/results/2026-12-01-h200-stream-gemv.md).
 bool tile_it(const Weight& w) {
-    static const int mode = [] {
-        const char* e = std::getenv("EMBER_TILED");
-        return !e ? 0 : e[0] == '0' ? 2 : e[0] == '1' ? 1 : 0;
-    }();
+    static const int mode = env_off("EMBER_TILED") ? 2 : env_on("EMBER_TILED") ? 1 : 0;
     if (mode == 2 || !tiles_supported(w) || !detail::gemv_stream_fits(tiled_form(w))) return false;
     return mode == 1 || w.total_bytes() >= (int64_t(64) << 20);
 }

@@ -58,6 +58,30 @@ TEST(AttentionCuda, Bf16CacheDecodeMatchesReference) {
     }
 }
 
+// A paged cache (the sequence's pages shuffled in a pool with spare pages): decode writes and reads through the page
+// list, fp32 and bf16 caches, positions at page edges (63 / 64 / 127 / 128) and deep in the context.
+TEST(AttentionCuda, PagedCacheDecodeMatchesReference) {
+    SKIP_WITHOUT_GPU();
+    struct C {
+        int64_t H, G, D, rot, cap;
+        std::vector<int64_t> pos;
+    };
+    const C cases[] = {{8, 2, 256, 64, 9000, {0, 1, 63, 64, 127, 128, 5000, 8999}},
+                       {6, 3, 128, 32, 300, {0, 64, 299}},
+                       {4, 2, 16, 16, 3000, {0, 15, 64, 2999}},
+                       {5, 1, 96, 48, 700, {0, 31, 699}}};
+    uint64_t seed = 8700;
+    for (bool kv16 : {false, true})
+        for (const C& c : cases) {
+            GatedAttentionDims d = make_dims(c.H, c.G, c.D, c.rot, c.cap);
+            d.kv_bf16 = kv16;
+            Gpu gpu(d, 1, true, seed);
+            std::vector<float> Kh, Vh;
+            make_host_cache(d, c.cap, seed++, Kh, Vh);
+            for (int64_t p : c.pos) check_call(gpu, Kh, Vh, p, 1, seed += 10);
+        }
+}
+
 TEST(AttentionCuda, DecodeSmallOddShapes) {
     SKIP_WITHOUT_GPU();
     struct C {

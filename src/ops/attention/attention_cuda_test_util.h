@@ -5,6 +5,7 @@
 #pragma once
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -217,22 +218,49 @@ inline ErrStats expect_close(const std::vector<float>& got, const std::vector<fl
     return s;
 }
 
-// Device state for one configuration: inputs, caches, position, output, workspace.
+// A random page list for a sequence of `cap` rows in a pool with `spare` more pages than it needs (kKvPage
+// rows each; the pages in a shuffled order, so that consecutive pages are not neighbours).
+inline std::vector<int32_t> random_pages(int64_t cap, int64_t spare, uint64_t seed, int64_t* n_pages) {
+    const int64_t need = (cap + kKvPage - 1) / kKvPage;
+    *n_pages = need + spare;
+    std::vector<int32_t> all(static_cast<size_t>(*n_pages));
+    for (size_t i = 0; i < all.size(); ++i) all[i] = int32_t(i);
+    std::shuffle(all.begin(), all.end(), std::mt19937_64(seed));
+    all.resize(size_t(need));
+    return all;
+}
+
+// Device state for one configuration: inputs, caches, position, output, workspace. paged: the caches are a page
+// pool ([page][G][kKvPage][D], attention_cuda.h) with three spare pages, the sequence's pages in a random order.
 struct Gpu {
     GatedAttentionDims d;
     int64_t n_max;
-    DeviceBuffer qg, k, v, qn, kn, K, V, pos, out, ws;
+    DeviceBuffer qg, k, v, qn, kn, K, V, pos, out, ws, pg;
     size_t ws_bytes;
     bool use_norm = true;  // false: q/k norm pointers are nullptr (Llama)
-    Gpu(const GatedAttentionDims& dims, int64_t n_max_) : d(dims), n_max(n_max_) {
+    std::vector<int32_t> pages;  // empty: contiguous [G][cap][D]
+    int64_t n_pages = 0;
+    // Element offset of cache row `row` of kv head g.
+    size_t off(int64_t g, int64_t row) const {
+        const int64_t D = d.head_dim;
+        if (pages.empty()) return size_t((g * d.capacity + row) * D);
+        return size_t(((int64_t(pages[size_t(row / kKvPage)]) * d.n_kv + g) * kKvPage + row % kKvPage) * D);
+    }
+    Gpu(const GatedAttentionDims& dims, int64_t n_max_, bool paged = false, uint64_t seed = 1) : d(dims), n_max(n_max_) {
+        if (paged) {
+            pages = random_pages(d.capacity, 3, seed, &n_pages);
+            pg = dev_alloc(pages.size() * 4);
+            copy_to_device(pg.get(), pages.data(), pages.size() * 4);
+        }
         const size_t H = size_t(d.n_heads), G = size_t(d.n_kv), D = size_t(d.head_dim), N = size_t(n_max);
         qg = dev_alloc(N * H * 2 * D * 4);
         k = dev_alloc(N * G * D * 4);
         v = dev_alloc(N * G * D * 4);
         qn = dev_alloc(D * 4);
         kn = dev_alloc(D * 4);
-        K = dev_alloc(G * size_t(d.capacity) * D * kv_elem(d));
-        V = dev_alloc(G * size_t(d.capacity) * D * kv_elem(d));
+        const size_t rows = paged ? size_t(n_pages * kKvPage) : size_t(d.capacity);
+        K = dev_alloc(G * rows * D * kv_elem(d));
+        V = dev_alloc(G * rows * D * kv_elem(d));
         pos = dev_alloc(4);
         out = dev_alloc(N * H * D * 4);
         ws_bytes = gated_attention_workspace_bytes(d, n_max);
@@ -249,9 +277,21 @@ struct Gpu {
         copy_to_device(kn.get(), in.kn.data(), in.kn.size() * 4);
         CUDA_CHECK(cudaMemset(K.get(), 0xff, K.bytes()));
         CUDA_CHECK(cudaMemset(V.get(), 0xff, V.bytes()));
-        for (int64_t g = 0; g < d.n_kv && rows > 0; ++g) {
-            kv_upload(d, kv_at(d, K, size_t(g * cap * D)), Kh.data() + g * cap * D, size_t(rows * D));
-            kv_upload(d, kv_at(d, V, size_t(g * cap * D)), Vh.data() + g * cap * D, size_t(rows * D));
+        if (pages.empty()) {
+            for (int64_t g = 0; g < d.n_kv && rows > 0; ++g) {
+                kv_upload(d, kv_at(d, K, size_t(g * cap * D)), Kh.data() + g * cap * D, size_t(rows * D));
+                kv_upload(d, kv_at(d, V, size_t(g * cap * D)), Vh.data() + g * cap * D, size_t(rows * D));
+            }
+        } else if (rows > 0) {  // the pool's image on the host (NaN elsewhere), uploaded at once
+            const size_t n = K.bytes() / kv_elem(d);
+            std::vector<float> ki(n, NAN), vi(n, NAN);
+            for (int64_t g = 0; g < d.n_kv; ++g)
+                for (int64_t r = 0; r < rows; ++r) {
+                    std::memcpy(&ki[off(g, r)], &Kh[size_t((g * cap + r) * D)], size_t(D) * 4);
+                    std::memcpy(&vi[off(g, r)], &Vh[size_t((g * cap + r) * D)], size_t(D) * 4);
+                }
+            kv_upload(d, K.get(), ki.data(), n);
+            kv_upload(d, V.get(), vi.data(), n);
         }
         const int32_t p = static_cast<int32_t>(pos0);
         copy_to_device(pos.get(), &p, 4);
@@ -260,7 +300,8 @@ struct Gpu {
     void call(int64_t n, cudaStream_t s) {
         gated_attention_core(d, qg.as<float>(), k.as<float>(), v.as<float>(), use_norm ? qn.as<float>() : nullptr,
                              use_norm ? kn.as<float>() : nullptr,
-                             K.get(), V.get(), pos.as<int32_t>(), n, out.as<float>(), ws.get(), ws_bytes, s);
+                             K.get(), V.get(), pos.as<int32_t>(), n, out.as<float>(), ws.get(), ws_bytes, s,
+                             pages.empty() ? nullptr : pg.as<int32_t>());
     }
     std::vector<float> result(int64_t n) {
         std::vector<float> o(size_t(n * d.n_heads * d.head_dim));
@@ -268,17 +309,17 @@ struct Gpu {
         return o;
     }
     std::vector<float> cache_row(const DeviceBuffer& C, int64_t g, int64_t row) {
-        return kv_download(d, kv_at(d, C, size_t((g * d.capacity + row) * d.head_dim)), size_t(d.head_dim));
+        return kv_download(d, kv_at(d, C, off(g, row)), size_t(d.head_dim));
     }
     // Rows [pos0, pos0 + n) of the K cache as [n, G, D].
     std::vector<float> new_rows(int64_t pos0, int64_t n) {
         const int64_t G = d.n_kv, D = d.head_dim;
         std::vector<float> o(size_t(n * G * D));
-        for (int64_t g = 0; g < G; ++g) {
-            const std::vector<float> r = kv_download(d, kv_at(d, K, size_t((g * d.capacity + pos0) * D)), size_t(n * D));
-            for (int64_t t = 0; t < n; ++t)
-                std::memcpy(&o[size_t((t * G + g) * D)], &r[size_t(t * D)], size_t(D) * 4);
-        }
+        for (int64_t g = 0; g < G; ++g)
+            for (int64_t t = 0; t < n; ++t) {
+                const std::vector<float> r = cache_row(K, g, pos0 + t);
+                std::memcpy(&o[size_t((t * G + g) * D)], r.data(), size_t(D) * 4);
+            }
         return o;
     }
 };

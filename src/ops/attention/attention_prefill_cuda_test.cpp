@@ -53,11 +53,11 @@ Budget budget(bool bf16) { return bf16 ? Budget{0.15, 0.05, 3e-5} : Budget{3e-4,
 // kv_bf16: a bf16 cache (the reference on the rounded rows; fp32-faithful mode converts it with lo = 0, bf16 mode
 // reads it in place).
 ErrStats prefill_case(int64_t H, int64_t G, int64_t D, int64_t pos0, int64_t n, bool bf16, uint64_t seed,
-                      bool kv_bf16 = false) {
+                      bool kv_bf16 = false, bool paged = false) {
     GatedAttentionDims d = make_dims(H, G, D, D == 256 ? 64 : D / 2, pos0 + n + 37);
     d.prefill_bf16 = bf16;
     d.kv_bf16 = kv_bf16;
-    Gpu gpu(d, n);
+    Gpu gpu(d, n, paged, seed);
     std::vector<float> Kh, Vh;
     make_host_cache(d, pos0, seed, Kh, Vh);
     return check_call(gpu, Kh, Vh, pos0, n, seed + 1, check_rows(n, seed), budget(bf16));
@@ -107,6 +107,23 @@ TEST(AttentionPrefillCuda, Bf16CacheMatchesReference) {
             std::printf("prefill %s, bf16 cache, D=%3lld H=%2lld G=%lld: worst NMSE %.2e  max|e|/rms %.2e\n",
                         bf16 ? "bf16" : "fp32", (long long)c[2], (long long)c[0], (long long)c[1], w.nmse, w.max_rel);
         }
+}
+
+// A paged cache (attention_cuda.h kKvPage; the sequence's pages shuffled in the pool): the prologue writes through
+// the page list and the convert step gathers it, in both precisions, fp32 and bf16 caches.
+TEST(AttentionPrefillCuda, PagedCacheMatchesReference) {
+    SKIP_WITHOUT_GPU();
+    uint64_t seed = 9900;
+    for (bool kv16 : {false, true})
+        for (bool bf16 : {false, true})
+            for (const auto& c : std::vector<std::array<int64_t, 3>>{{8, 2, 256}, {6, 1, 96}, {4, 4, 64}}) {
+                Worst w;
+                for (int64_t pos0 : {0, 1000})
+                    for (int64_t n : {2, 65, 600}) w.add(prefill_case(c[0], c[1], c[2], pos0, n, bf16, seed += 10, kv16, true));
+                std::printf("prefill %s, paged %s cache, D=%3lld H=%2lld G=%lld: worst NMSE %.2e  max|e|/rms %.2e\n",
+                            bf16 ? "bf16" : "fp32", kv16 ? "bf16" : "fp32", (long long)c[2], (long long)c[0],
+                            (long long)c[1], w.nmse, w.max_rel);
+            }
 }
 
 // Other head dims, GQA ratios that leave padding rows in a tile (3, 6, 18 heads per kv head), and Qwen3.5's

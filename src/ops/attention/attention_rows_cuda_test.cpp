@@ -4,6 +4,7 @@
 // checks; an invalid slot; CUDA-graph replay with the rows rewritten. Skipped without a GPU.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -27,24 +28,44 @@ Inputs row_inputs(const GatedAttentionDims& d, const Inputs& in, int64_t r) {
     return o;
 }
 
+// paged: one page pool for every slot ([page][G][kKvPage][D]) with a page table [slots][max_pages], each slot's
+// pages drawn in a random order from the shuffled pool (five pages spare).
 struct Pool {
     GatedAttentionDims d;
     int64_t slots, n_max;
-    DeviceBuffer qg, k, v, qn, kn, K, V, rows, out, ws;
+    DeviceBuffer qg, k, v, qn, kn, K, V, rows, out, ws, table;
     size_t ws_bytes, slot_elems;
     std::vector<std::vector<float>> Kh, Vh;  // host copy of every slot's caches
     std::vector<int64_t> len;               // rows of each slot holding keys
-    Pool(const GatedAttentionDims& dims, int64_t n_slots, int64_t n_max_, uint64_t seed)
+    std::vector<int32_t> pages;             // paged: [slots][max_pages]
+    int64_t max_pages = 0;
+    // Element offset of row `row` of kv head g of slot s in the pools.
+    size_t off(int64_t s, int64_t g, int64_t row) const {
+        const int64_t D = d.head_dim;
+        if (pages.empty()) return size_t(s) * slot_elems + size_t((g * d.capacity + row) * D);
+        const int64_t page = pages[size_t(s * max_pages + row / kKvPage)];
+        return size_t(((page * d.n_kv + g) * kKvPage + row % kKvPage) * D);
+    }
+    Pool(const GatedAttentionDims& dims, int64_t n_slots, int64_t n_max_, uint64_t seed, bool paged = false)
         : d(dims), slots(n_slots), n_max(n_max_) {
         const size_t H = size_t(d.n_heads), G = size_t(d.n_kv), D = size_t(d.head_dim), N = size_t(n_max);
         slot_elems = G * size_t(d.capacity) * D;
+        size_t pool_elems = size_t(slots) * slot_elems;
+        if (paged) {
+            int64_t n_pages = 0;
+            max_pages = (d.capacity + kKvPage - 1) / kKvPage;
+            pages = random_pages(slots * max_pages * kKvPage, 5, seed, &n_pages);  // every slot's pages distinct
+            table = dev_alloc(pages.size() * 4);
+            copy_to_device(table.get(), pages.data(), pages.size() * 4);
+            pool_elems = size_t(n_pages * kKvPage) * G * D;
+        }
         qg = dev_alloc(N * H * 2 * D * 4);
         k = dev_alloc(N * G * D * 4);
         v = dev_alloc(N * G * D * 4);
         qn = dev_alloc(D * 4);
         kn = dev_alloc(D * 4);
-        K = dev_alloc(size_t(slots) * slot_elems * kv_elem(d));
-        V = dev_alloc(size_t(slots) * slot_elems * kv_elem(d));
+        K = dev_alloc(pool_elems * kv_elem(d));
+        V = dev_alloc(pool_elems * kv_elem(d));
         rows = dev_alloc(N * 2 * 4);
         out = dev_alloc(N * H * D * 4);
         ws_bytes = gated_attention_rows_workspace_bytes(d, n_max);
@@ -61,13 +82,14 @@ struct Pool {
                 round_bf16(Kh[size_t(s)].data(), Kh[size_t(s)].size());
                 round_bf16(Vh[size_t(s)].data(), Vh[size_t(s)].size());
             }
-            for (int64_t g = 0; g < d.n_kv; ++g) {
-                const size_t off = size_t(g * d.capacity * d.head_dim);
-                kv_upload(d, kv_at(d, K, size_t(s) * slot_elems + off), Kh[size_t(s)].data() + off,
-                          size_t(len[size_t(s)] * d.head_dim));
-                kv_upload(d, kv_at(d, V, size_t(s) * slot_elems + off), Vh[size_t(s)].data() + off,
-                          size_t(len[size_t(s)] * d.head_dim));
-            }
+            for (int64_t g = 0; g < d.n_kv; ++g)
+                for (int64_t r = 0; r < len[size_t(s)]; r += kKvPage) {  // page runs (the whole range if contiguous)
+                    const int64_t n = pages.empty() ? len[size_t(s)] : std::min(kKvPage, len[size_t(s)] - r);
+                    const size_t h = size_t((g * d.capacity + r) * d.head_dim);
+                    kv_upload(d, kv_at(d, K, off(s, g, r)), Kh[size_t(s)].data() + h, size_t(n * d.head_dim));
+                    kv_upload(d, kv_at(d, V, off(s, g, r)), Vh[size_t(s)].data() + h, size_t(n * d.head_dim));
+                    if (pages.empty()) break;
+                }
         }
     }
     void stage(const Inputs& in, const std::vector<int32_t>& pairs) {
@@ -82,15 +104,22 @@ struct Pool {
     void call(int64_t n, cudaStream_t st) {
         gated_attention_decode_rows(d, qg.as<float>(), k.as<float>(), v.as<float>(), qn.as<float>(), kn.as<float>(),
                                     K.get(), V.get(), slots, rows.as<int32_t>(), n, out.as<float>(),
-                                    ws.get(), ws_bytes, st);
+                                    ws.get(), ws_bytes, st, pages.empty() ? nullptr : table.as<int32_t>(), max_pages);
     }
     std::vector<float> result(int64_t n) {
         std::vector<float> o(size_t(n * d.n_heads * d.head_dim));
         copy_to_host(o.data(), out.get(), o.size() * 4);
         return o;
     }
+    // Slot s's cache as [G][cap][D] (paged: gathered from its pages).
     std::vector<float> slot_cache(const DeviceBuffer& C, int64_t s) {
-        return kv_download(d, kv_at(d, C, size_t(s) * slot_elems), slot_elems);
+        if (pages.empty()) return kv_download(d, kv_at(d, C, size_t(s) * slot_elems), slot_elems);
+        const std::vector<float> all = kv_download(d, C.get(), C.bytes() / kv_elem(d));
+        std::vector<float> o(slot_elems);
+        for (int64_t g = 0; g < d.n_kv; ++g)
+            for (int64_t r = 0; r < d.capacity; ++r)
+                std::memcpy(&o[size_t((g * d.capacity + r) * d.head_dim)], &all[off(s, g, r)], size_t(d.head_dim) * 4);
+        return o;
     }
 };
 
@@ -205,6 +234,27 @@ TEST(AttentionRowsCuda, Bf16CacheRowsMatchReferencePerSlot) {
         check_rows(P, {1, 3, 5, 7, 0, 2, 4, 6}, seed + 3, st, true);
         seed += 100;
     }
+    CUDA_CHECK(cudaStreamDestroy(st));
+}
+
+// Paged pools (the batched engine's layout): every slot's pages shuffled through one pool, fp32 and bf16 caches,
+// direct and through a graph replay; the untouched slots' pages unchanged.
+TEST(AttentionRowsCuda, PagedPoolRowsMatchReferencePerSlot) {
+    SKIP_WITHOUT_GPU();
+    const int64_t cfgs[][4] = {{8, 2, 256, 64}, {6, 3, 128, 32}, {4, 2, 16, 16}};
+    uint64_t seed = 7900;
+    cudaStream_t st;
+    CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    for (bool kv16 : {false, true})
+        for (const auto& c : cfgs) {
+            GatedAttentionDims d = make_dims(c[0], c[1], c[2], c[3], 3000);
+            d.kv_bf16 = kv16;
+            Pool P(d, 9, 8, seed, true);
+            check_rows(P, {4}, seed + 1);
+            check_rows(P, {8, 6, 5, 2, 1}, seed + 2);
+            check_rows(P, {1, 3, 5, 7, 0, 2, 4, 6}, seed + 3, st, true);
+            seed += 100;
+        }
     CUDA_CHECK(cudaStreamDestroy(st));
 }
 

@@ -7,6 +7,7 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "core/check.h"
+#include "core/env.h"
 #include "ops/linear/linear_cuda.h"
 #include "ops/decode/persistent_decode_attn.cuh"
 #include "ops/decode/persistent_decode_gdn.cuh"
@@ -129,10 +130,7 @@ void pd_launch(const PdLaunch& L, size_t smem_bytes, cudaStream_t stream) {
     cfg.stream = stream;
     // Every block resident at once (they wait for each other): a cooperative launch (EMBER_PD_COOP=0: a plain one,
     // which one block per SM and nothing else running also makes resident).
-    static const bool coop = [] {
-        const char* e = std::getenv("EMBER_PD_COOP");
-        return !(e && e[0] == '0');
-    }();
+    static const bool coop = !env_off("EMBER_PD_COOP");
     cudaLaunchAttribute attr[1];
     attr[0].id = cudaLaunchAttributeCooperative;
     attr[0].val.cooperative = 1;

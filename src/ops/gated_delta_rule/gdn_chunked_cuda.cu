@@ -9,6 +9,7 @@
 #include <cstdlib>
 
 #include "core/check.h"
+#include "core/env.h"
 #include "ops/gated_delta_rule/gdn_chunked.cuh"
 
 namespace ember::cuda {
@@ -21,10 +22,7 @@ bool gated_delta_net_prefill_supported(const GdnShape& s, int K) {
 }
 
 bool gated_delta_net_prefill_preferred(const GdnShape& shape, int K, int64_t T) {
-    static const bool off = [] {
-        const char* e = std::getenv("EMBER_GDN_CHUNKED");
-        return e && e[0] == '0';
-    }();
+    static const bool off = env_off("EMBER_GDN_CHUNKED");
     return !off && T >= kGdnPrefillMinTokens && gated_delta_net_prefill_supported(shape, K);
 }
 

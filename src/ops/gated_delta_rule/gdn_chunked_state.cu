@@ -17,6 +17,7 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/pdl.cuh"
+#include "core/env.h"
 #include "ops/gated_delta_rule/gdn_chunked.cuh"
 #include "ops/gated_delta_rule/gdn_mma.cuh"
 #include "ops/linear/linear_cuda.h"  // detail::sm_count
@@ -170,10 +171,6 @@ void launch_state_t(const GdnDecodeArgs& a, const Piece& pc, cudaStream_t st) {
         state_smem_floats<DK, CB, ST>() * sizeof(float), st, a, pc, DV);
 }
 
-int env_int(const char* name) {
-    const char* e = std::getenv(name);
-    return e ? std::atoi(e) : 0;
-}
 
 }  // namespace
 

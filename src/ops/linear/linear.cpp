@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/check.h"
+#include "core/env.h"
 #include "core/parallel.h"
 #include "ops/linear/linear_kernels.h"
 #include "quant/affine.h"
@@ -24,9 +25,8 @@ namespace {
 
 // EMBER_CPU_ISA=portable|avx2 caps the kernel level from the start (to compare summation orders end to end).
 int isa_limit_from_env() {
-    const char* e = std::getenv("EMBER_CPU_ISA");
-    if (e && std::strcmp(e, "portable") == 0) return static_cast<int>(Isa::Portable);
-    if (e && std::strcmp(e, "avx2") == 0) return static_cast<int>(Isa::Avx2);
+    if (env_is("EMBER_CPU_ISA", "portable")) return static_cast<int>(Isa::Portable);
+    if (env_is("EMBER_CPU_ISA", "avx2")) return static_cast<int>(Isa::Avx2);
     return static_cast<int>(Isa::Avx512);
 }
 std::atomic<int> g_isa_limit{isa_limit_from_env()};

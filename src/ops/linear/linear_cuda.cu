@@ -9,6 +9,7 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "core/check.h"
+#include "core/env.h"
 #include "ops/activation/activation_cuda.h"
 #include "ops/linear/linear_cuda.h"
 #include "ops/linear/linear_gemm_split.h"
@@ -54,10 +55,7 @@ Weight dense_view(const Weight& W) {
 // except for 4..8 tokens with K ≥ 6144, where the mma kernel measured faster on the H200 (gemv_bench, 2B/9B/27B
 // mlp down at n = 4/8: q 0.70–0.96× of mma; bench/results/2026-11-30-*-h200.md).
 int affine_kernel(const GemvTuning& tune, const Weight& W, int64_t n) {
-    static const int env = [] {
-        const char* e = std::getenv("EMBER_GEMV");
-        return !e ? 0 : std::strcmp(e, "mma") == 0 ? 2 : std::strcmp(e, "q") == 0 ? 1 : 0;
-    }();
+    static const int env = env_is("EMBER_GEMV", "mma") ? 2 : env_is("EMBER_GEMV", "q") ? 1 : 0;
     if (tune.kernel) return tune.kernel;
     if (env) return env;
     return n >= 4 && W.cols >= 6144 ? 2 : 1;
@@ -65,10 +63,7 @@ int affine_kernel(const GemvTuning& tune, const Weight& W, int64_t n) {
 
 // EMBER_BF16_PREFILL=1: n > 8 through bf16 panels + cuBLAS (linear_gemm.cu) instead of the exact kernels.
 bool cublas_prefill() {
-    static const bool on = [] {
-        const char* e = std::getenv("EMBER_BF16_PREFILL");
-        return e && e[0] == '1';
-    }();
+    static const bool on = env_on("EMBER_BF16_PREFILL");
     return on;
 }
 

@@ -27,6 +27,7 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "core/check.h"
+#include "core/env.h"
 #include "ops/linear/linear_cuda.h"
 #include "ops/linear/linear_gemv_ggml.cuh"
 #include "quant/ggml_type.h"
@@ -92,10 +93,7 @@ __global__ void __launch_bounds__(kThreads) gemv_ggml_kernel(const GArgs a0) {
 // x in shared memory when it fits in kMaxSmemX bytes (padded); EMBER_GGML_SMEM_X=0 turns it off.
 constexpr int kMaxSmemX = 200 * 1024;
 bool smem_x_enabled() {
-    static const bool on = [] {
-        const char* e = std::getenv("EMBER_GGML_SMEM_X");
-        return !(e && e[0] == '0');
-    }();
+    static const bool on = !env_off("EMBER_GGML_SMEM_X");
     return on;
 }
 

@@ -41,6 +41,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/pdl.cuh"
 #include "core/check.h"
+#include "core/env.h"
 #include "ops/linear/linear_cuda.h"
 #include "ops/linear/linear_gemv_mma.cuh"
 #include "ops/linear/linear_gemv_prologue.cuh"
@@ -593,10 +594,7 @@ bool gemv_affine_q(const Weight& W, const float* x, int n, float* y, cudaStream_
     EMBER_CHECK(n >= 1 && n <= 8, "gemv_affine_q: n=%d", n);
     QPlan P{};
     if (!plan(W, n, tune, P)) return false;
-    static const bool pdl_env = [] {
-        const char* e = std::getenv("EMBER_GEMV_PDL");
-        return !(e && e[0] == '0');
-    }();
+    static const bool pdl_env = !env_off("EMBER_GEMV_PDL");
     P.pdl = tune.q_pdl ? tune.q_pdl > 0 : pdl_env;
     P.a.w = static_cast<const uint8_t*>(W.data), P.a.scales = W.scales, P.a.biases = W.biases;
     P.a.x = x, P.a.y = y;

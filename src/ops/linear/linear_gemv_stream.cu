@@ -31,6 +31,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/pdl.cuh"
 #include "core/check.h"
+#include "core/env.h"
 #include "ops/linear/linear_cuda.h"
 #include "ops/linear/linear_gemv_mma.cuh"
 #include "ops/linear/linear_gemv_prologue.cuh"
@@ -373,10 +374,7 @@ void gemv_stream(const Weight& W, const float* x, int n, float* y, cudaStream_t 
     const int nw = geo.warps, nch = int(geo.nchunks), gsn = geo.group_nibbles;
     const int P = smem_bytes(geo, 4) <= size_t(kSmemMax) ? 4 : 2;
     const size_t smem = smem_bytes(geo, P);
-    static const bool pdl_env = [] {
-        const char* e = std::getenv("EMBER_GEMV_PDL");
-        return !(e && e[0] == '0');
-    }();
+    static const bool pdl_env = !env_off("EMBER_GEMV_PDL");
     if (describe)
         std::snprintf(describe, describe_bytes, "stream %s g%d W%d P%d smem%zuK%s",
                       geo.kind == 6 ? "Q6_K" : W.bits == 4 ? "q4" : "q8", W.group_size, nw, P,

@@ -1,6 +1,7 @@
 // Token masks on the CPU (token_mask.h): plain loops; the count by words.
 #include "ops/sampling/token_mask.h"
 
+#include <bit>
 #include <limits>
 
 namespace ember {
@@ -19,24 +20,32 @@ void apply_token_mask_rows(float* logits, int64_t rows, int64_t vocab, int64_t l
 }
 
 namespace {
-// Bit count without a libgcc call: the library is built for baseline x86-64, where std::popcount is a call to
-// __popcountdi2 per word (37 us for a 248k mask on the dev VM, 4.4 us with POPCNT; this: ~5 us).
-inline int64_t bits64(uint64_t x) {
-    x = x - ((x >> 1) & 0x5555555555555555ull);
-    x = (x & 0x3333333333333333ull) + ((x >> 2) & 0x3333333333333333ull);
-    return int64_t((((x + (x >> 4)) & 0x0F0F0F0F0F0F0F0Full) * 0x0101010101010101ull) >> 56);
+// The library is built for baseline x86-64, where std::popcount is a libgcc call per word (37 us for a 248k mask
+// on the dev VM, 4.4 us with the POPCNT instruction): the count is compiled for POPCNT and taken when the CPU has it.
+template <class Pop>
+inline int64_t count_words(const uint32_t* mask, int64_t vocab, Pop pop) {
+    const int64_t full = vocab / 32, tail = vocab % 32;
+    int64_t n = 0, w = 0;
+    for (; w + 1 < full; w += 2) n += pop(uint64_t(mask[w]) | uint64_t(mask[w + 1]) << 32);
+    if (w < full) n += pop(mask[w]);
+    if (tail) n += pop(mask[full] & ((1u << tail) - 1u));
+    return n;
 }
+#if defined(__x86_64__)
+__attribute__((target("popcnt"))) int64_t count_popcnt(const uint32_t* mask, int64_t vocab) {
+    return count_words(mask, vocab, [](uint64_t x) { return int64_t(__builtin_popcountll(x)); });
+}
+#endif
 }  // namespace
 
 // Two words at a time (the host paths count a constrained row's mask per selection: 7,760 words at 248k tokens);
 // the bits of the last word past the vocabulary do not count.
 int64_t token_mask_count(const uint32_t* mask, int64_t vocab) {
-    const int64_t full = vocab / 32, tail = vocab % 32;
-    int64_t n = 0, w = 0;
-    for (; w + 1 < full; w += 2) n += bits64(uint64_t(mask[w]) | uint64_t(mask[w + 1]) << 32);
-    if (w < full) n += bits64(mask[w]);
-    if (tail) n += bits64(mask[full] & ((1u << tail) - 1u));
-    return n;
+#if defined(__x86_64__)
+    static const bool popcnt = __builtin_cpu_supports("popcnt");
+    if (popcnt) return count_popcnt(mask, vocab);
+#endif
+    return count_words(mask, vocab, [](uint64_t x) { return int64_t(std::popcount(x)); });
 }
 
 bool token_mask_any(const uint32_t* mask, int64_t vocab) {
