@@ -32,54 +32,47 @@ TEST(AttentionCuda, DecodeQwenShapesShortAndLongContext) {
     }
 }
 
-// A bf16 cache (GatedAttentionDims::kv_bf16): rows stored rounded, read back exactly; against the reference on
-// the rounded rows with the fp32 budget, at short and long context, Qwen shapes and every other head dim.
-TEST(AttentionCuda, Bf16CacheDecodeMatchesReference) {
-    SKIP_WITHOUT_GPU();
-    struct C {
-        int64_t H, G, D, rot, cap;
-        std::vector<int64_t> pos;
-    };
-    const C cases[] = {{8, 2, 256, 64, 65536, {0, 1, 63, 64, 5000, 16384, 65535}},
-                       {24, 4, 256, 64, 20000, {0, 100, 19999}},
-                       {6, 3, 128, 32, 257, {0, 63, 64, 256}},
-                       {18, 1, 64, 8, 300, {0, 100, 299}},
-                       {4, 1, 32, 32, 5000, {0, 64, 4999}},
-                       {4, 2, 16, 16, 3000, {0, 15, 2999}},
-                       {5, 1, 96, 48, 4000, {0, 31, 3999}}};
-    uint64_t seed = 8100;
-    for (const C& c : cases) {
+// Decode cases: each shape at its positions, with a bf16 and / or paged cache (Gpu: the pages shuffled in a pool
+// with spare pages).
+struct DecodeCase {
+    int64_t H, G, D, rot, cap;
+    std::vector<int64_t> pos;
+};
+void run_decode_cases(const std::vector<DecodeCase>& cases, bool kv_bf16, bool paged, uint64_t seed) {
+    for (const DecodeCase& c : cases) {
         GatedAttentionDims d = make_dims(c.H, c.G, c.D, c.rot, c.cap);
-        d.kv_bf16 = true;
-        Gpu gpu(d, 1);
+        d.kv_bf16 = kv_bf16;
+        Gpu gpu(d, 1, paged, seed);
         std::vector<float> Kh, Vh;
         make_host_cache(d, c.cap, seed++, Kh, Vh);
         for (int64_t p : c.pos) check_call(gpu, Kh, Vh, p, 1, seed += 10);
     }
 }
 
+// A bf16 cache (GatedAttentionDims::kv_bf16): rows stored rounded, read back exactly; against the reference on
+// the rounded rows with the fp32 budget, at short and long context, Qwen shapes and every other head dim.
+TEST(AttentionCuda, Bf16CacheDecodeMatchesReference) {
+    SKIP_WITHOUT_GPU();
+    run_decode_cases({{8, 2, 256, 64, 65536, {0, 1, 63, 64, 5000, 16384, 65535}},
+                      {24, 4, 256, 64, 20000, {0, 100, 19999}},
+                      {6, 3, 128, 32, 257, {0, 63, 64, 256}},
+                      {18, 1, 64, 8, 300, {0, 100, 299}},
+                      {4, 1, 32, 32, 5000, {0, 64, 4999}},
+                      {4, 2, 16, 16, 3000, {0, 15, 2999}},
+                      {5, 1, 96, 48, 4000, {0, 31, 3999}}},
+                     true, false, 8100);
+}
+
 // A paged cache (the sequence's pages shuffled in a pool with spare pages): decode writes and reads through the page
 // list, fp32 and bf16 caches, positions at page edges (63 / 64 / 127 / 128) and deep in the context.
 TEST(AttentionCuda, PagedCacheDecodeMatchesReference) {
     SKIP_WITHOUT_GPU();
-    struct C {
-        int64_t H, G, D, rot, cap;
-        std::vector<int64_t> pos;
-    };
-    const C cases[] = {{8, 2, 256, 64, 9000, {0, 1, 63, 64, 127, 128, 5000, 8999}},
-                       {6, 3, 128, 32, 300, {0, 64, 299}},
-                       {4, 2, 16, 16, 3000, {0, 15, 64, 2999}},
-                       {5, 1, 96, 48, 700, {0, 31, 699}}};
-    uint64_t seed = 8700;
     for (bool kv16 : {false, true})
-        for (const C& c : cases) {
-            GatedAttentionDims d = make_dims(c.H, c.G, c.D, c.rot, c.cap);
-            d.kv_bf16 = kv16;
-            Gpu gpu(d, 1, true, seed);
-            std::vector<float> Kh, Vh;
-            make_host_cache(d, c.cap, seed++, Kh, Vh);
-            for (int64_t p : c.pos) check_call(gpu, Kh, Vh, p, 1, seed += 10);
-        }
+        run_decode_cases({{8, 2, 256, 64, 9000, {0, 1, 63, 64, 127, 128, 5000, 8999}},
+                          {6, 3, 128, 32, 300, {0, 64, 299}},
+                          {4, 2, 16, 16, 3000, {0, 15, 64, 2999}},
+                          {5, 1, 96, 48, 700, {0, 31, 699}}},
+                         kv16, true, kv16 ? 8800 : 8700);
 }
 
 TEST(AttentionCuda, DecodeSmallOddShapes) {

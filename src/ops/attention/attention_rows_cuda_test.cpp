@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -217,18 +218,15 @@ TEST(AttentionRowsCuda, GraphReplayReadsRowsAtRunTime) {
     CUDA_CHECK(cudaStreamDestroy(st));
 }
 
-// A bf16 cache pool (GatedAttentionDims::kv_bf16): the same checks against the reference on the rounded rows,
-// direct and through a graph replay.
-TEST(AttentionRowsCuda, Bf16CacheRowsMatchReferencePerSlot) {
-    SKIP_WITHOUT_GPU();
-    const int64_t cfgs[][4] = {{8, 2, 256, 64}, {6, 3, 128, 32}, {3, 1, 64, 16}, {4, 2, 16, 16}};
-    uint64_t seed = 7500;
+// Ragged rows on pools of (H, G, D, rot) shapes with a bf16 and / or paged cache, direct and through a graph replay.
+void run_pool_cases(const std::vector<std::array<int64_t, 4>>& cfgs, int64_t cap, bool kv_bf16, bool paged,
+                    uint64_t seed) {
     cudaStream_t st;
     CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
     for (const auto& c : cfgs) {
-        GatedAttentionDims d = make_dims(c[0], c[1], c[2], c[3], 6000);
-        d.kv_bf16 = true;
-        Pool P(d, 9, 8, seed);
+        GatedAttentionDims d = make_dims(c[0], c[1], c[2], c[3], cap);
+        d.kv_bf16 = kv_bf16;
+        Pool P(d, 9, 8, seed, paged);
         check_rows(P, {4}, seed + 1);
         check_rows(P, {8, 6, 5, 2, 1}, seed + 2);
         check_rows(P, {1, 3, 5, 7, 0, 2, 4, 6}, seed + 3, st, true);
@@ -237,25 +235,18 @@ TEST(AttentionRowsCuda, Bf16CacheRowsMatchReferencePerSlot) {
     CUDA_CHECK(cudaStreamDestroy(st));
 }
 
-// Paged pools (the batched engine's layout): every slot's pages shuffled through one pool, fp32 and bf16 caches,
-// direct and through a graph replay; the untouched slots' pages unchanged.
+// A bf16 cache pool (GatedAttentionDims::kv_bf16): the same checks against the reference on the rounded rows.
+TEST(AttentionRowsCuda, Bf16CacheRowsMatchReferencePerSlot) {
+    SKIP_WITHOUT_GPU();
+    run_pool_cases({{8, 2, 256, 64}, {6, 3, 128, 32}, {3, 1, 64, 16}, {4, 2, 16, 16}}, 6000, true, false, 7500);
+}
+
+// Paged pools (the batched engine's layout): every slot's pages shuffled through one pool, fp32 and bf16 caches;
+// the untouched slots' pages unchanged.
 TEST(AttentionRowsCuda, PagedPoolRowsMatchReferencePerSlot) {
     SKIP_WITHOUT_GPU();
-    const int64_t cfgs[][4] = {{8, 2, 256, 64}, {6, 3, 128, 32}, {4, 2, 16, 16}};
-    uint64_t seed = 7900;
-    cudaStream_t st;
-    CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
     for (bool kv16 : {false, true})
-        for (const auto& c : cfgs) {
-            GatedAttentionDims d = make_dims(c[0], c[1], c[2], c[3], 3000);
-            d.kv_bf16 = kv16;
-            Pool P(d, 9, 8, seed, true);
-            check_rows(P, {4}, seed + 1);
-            check_rows(P, {8, 6, 5, 2, 1}, seed + 2);
-            check_rows(P, {1, 3, 5, 7, 0, 2, 4, 6}, seed + 3, st, true);
-            seed += 100;
-        }
-    CUDA_CHECK(cudaStreamDestroy(st));
+        run_pool_cases({{8, 2, 256, 64}, {6, 3, 128, 32}, {4, 2, 16, 16}}, 3000, kv16, true, kv16 ? 8300 : 7900);
 }
 
 TEST(AttentionRowsCuda, InvalidSlotOrPositionGivesNanRowAndWritesNothing) {
