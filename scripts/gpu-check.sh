@@ -18,6 +18,7 @@ summary="$OUT/summary.md"
 echo "| check | result |" > "$summary"; echo "|---|---|" >> "$summary"
 row() { echo "| $1 | $2 |" >> "$summary"; }
 commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+[ -n "${EMBER_PREBUILT:-}" ] && [ -f "$EMBER_PREBUILT/COMMIT" ] && commit="binaries of $(cat "$EMBER_PREBUILT/COMMIT")"
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
 row "commit / GPU" "$commit / $gpu"
 

@@ -18,4 +18,6 @@ done
 # One xz stream with a dictionary larger than a binary: the four share most bytes (the CUDA kernels), ≈ 9 MB in all.
 tar -C .devbin/stage -cf - . | xz -T1 --lzma2=preset=6,dict=128MiB > .devbin/bins.tar.xz
 rm -rf .devbin/stage
+# The commit the binaries were built from (the device's copy of .git can lag behind; gpu-check.sh reports this one).
+echo "$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- src tools include CMakeLists.txt || echo +dirty)" > .devbin/COMMIT
 du -sh .devbin

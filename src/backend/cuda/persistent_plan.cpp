@@ -113,20 +113,20 @@ bool PdRecorder::gdn(const GdnDecodeArgs& a) {
 bool PdRecorder::attention(const GatedAttentionDims& d, const float* qg, const float* k, const float* v,
                            const float* q_norm, const float* k_norm, void* K, void* V, const int32_t* pos_dev,
                            float* out) {
-    // The attention phase reads an fp32 cache; with a bf16 one the op runs as the ordinary kernels between groups.
-    if (d.kv_bf16 || !pd::pd_attention_supported(d.n_heads, d.n_kv, d.head_dim, d.rot_dim) || !aligned16(qg) || !aligned16(k) ||
+    if (!pd::pd_attention_supported(d.n_heads, d.n_kv, d.head_dim, d.rot_dim) || !aligned16(qg) || !aligned16(k) ||
         !aligned16(K) || !aligned16(V) || !aligned16(out) || d.capacity > INT32_MAX)
         return other();
     (void)pos_dev;  // the launch's pos_dev (pd_finalize) is the same state's
     pd::PdPhase ph{};
     ph.kind = pd::PD_ATTN;
     pd::PdAttn& a = ph.attn;
-    a.qg = qg, a.k = k, a.v = v, a.q_norm = q_norm, a.k_norm = k_norm, a.Kc = static_cast<float*>(K), a.Vc = static_cast<float*>(V), a.out = out;
+    a.qg = qg, a.k = k, a.v = v, a.q_norm = q_norm, a.k_norm = k_norm, a.Kc = K, a.Vc = V, a.out = out;
     a.H = int32_t(d.n_heads), a.G = int32_t(d.n_kv), a.D = int32_t(d.head_dim), a.half = int32_t(d.rot_dim / 2);
     a.cap = int32_t(d.capacity), a.gated = d.gated ? 1 : 0, a.interleaved = d.rope_interleaved ? 1 : 0;
     a.has_factor = d.freq_factors ? 1 : 0;
     a.max_splits = pd::pd_attention_max_splits(d.n_kv);
     a.eps = d.eps;
+    a.kv_bf16 = d.kv_bf16 ? 1 : 0;
     a.q_scale = (d.score_mul / std::sqrt(static_cast<float>(d.head_dim))) * 1.4426950408889634f;
     if (mode_ == DRY) {  // the rope table: inv_freq then factors (patched to a device pointer by pd_finalize)
         std::vector<float> t(size_t(d.rot_dim), 1.f);

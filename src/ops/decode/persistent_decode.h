@@ -52,13 +52,13 @@ struct PdGdn {  // gdn_cuda.h GdnDecodeArgs, T = 1
 
 struct PdAttn {  // attention_cuda.h GatedAttentionDims + pointers, n = 1 at *pos_dev
     const float *qg, *k, *v, *q_norm, *k_norm;  // qg [H, 2, D] (gated) or [H, D]; k, v [G, D]; norms [D] or null
-    float *Kc, *Vc;                              // [G, cap, D]
+    void *Kc, *Vc;                               // [G, cap, D], fp32 or bf16 (kv_bf16) elements
     float *part;                                 // split partials: acc [max_splits, H, D] then (m, l) [max_splits, H, 2]
     float *out;                                  // [H, D]
     const float* rope;                           // [half] inv_freq, then [half] frequency factors (has_factor)
     int32_t H, G, D, half, cap, gated, interleaved, has_factor, max_splits;
     float eps, q_scale;                          // q_scale = score_mul · D^-½ · log2(e)
-    int32_t pad;
+    int32_t kv_bf16;                             // the caches hold bf16 (attention_cuda.h GatedAttentionDims)
 };
 
 struct PdPhase {

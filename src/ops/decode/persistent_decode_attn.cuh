@@ -8,9 +8,26 @@
 // COMBINE: task h: merges the live splits of head h and applies the sigmoid gate (ungated: factor 1).
 // Splits: chunk = max(64, ⌈T / max_splits⌉ rounded up to 64), n_live = ⌈T / chunk⌉ (same in both phases).
 #pragma once
+#include <cuda_bf16.h>
+
 #include "ops/decode/persistent_decode_sync.cuh"
 
 namespace ember::cuda::pd::dev {
+
+// The KV cache's elements (PdAttn::kv_bf16, a uniform runtime flag: one copy of the phase's code, which keeps the
+// kernel's registers as they were): fp32 or bf16 (rounded to nearest even when appended, widened exactly when read,
+// as ops/attention/kv_cache.cuh), through L2 (__ldcg / __stcg: written by an earlier phase of the launch). p: the
+// cache's base, i: the element (i4: the group of four elements).
+__device__ __forceinline__ void kv_put(void* p, int64_t i, float x, bool b16) {
+    if (b16) __stcg(static_cast<unsigned short*>(p) + i, __bfloat16_as_ushort(__float2bfloat16_rn(x)));
+    else __stcg(static_cast<float*>(p) + i, x);
+}
+__device__ __forceinline__ float4 kv_get4(const void* p, int64_t i4, bool b16) {
+    if (!b16) return __ldcg(static_cast<const float4*>(p) + i4);
+    const uint2 u = __ldcg(static_cast<const uint2*>(p) + i4);
+    return make_float4(__uint_as_float(u.x << 16), __uint_as_float(u.x & 0xffff0000u), __uint_as_float(u.y << 16),
+                       __uint_as_float(u.y & 0xffff0000u));
+}
 
 constexpr int kAttnTile = 4 * kConsumerWarps;  // keys per tile: 4 per warp in the scores, 1 per lane in the softmax
 static_assert(kAttnTile == 32, "the softmax step gives each lane one key");
@@ -83,6 +100,7 @@ __device__ __forceinline__ void norm_rope(const PdAttn& op, float* raw, float* d
 __device__ __forceinline__ void attn_task(const PdAttn& op, const Smem& S, const AttnPre& pw, int g, int j,
                                           int64_t chunk, int n_live, int64_t pos, int tid) {
     const int D = op.D, H = op.H, R = H / op.G, h0 = g * R, warp = tid >> 5, lane = tid & 31;
+    const bool b16 = op.kv_bf16 != 0;
     const int64_t T = pos + 1, k0 = int64_t(j) * chunk, k1 = min(T, k0 + chunk);
     const bool last = j == n_live - 1;
     // Scratch: raw [R + 1][D] | q_s [R][D] | k_s [D] | p_s [R][tile] | alpha [R] | inv [R + 1] | red
@@ -101,16 +119,14 @@ __device__ __forceinline__ void attn_task(const PdAttn& op, const Smem& S, const
     norm_rope(op, raw, q_s, R, pw.q_norm, pw.rope, pos, op.q_scale, inv_s, tid);
     if (last) {  // the new key (normed, roped) and value at pos
         norm_rope(op, raw + R * D, k_s, 1, pw.k_norm, pw.rope, pos, 1.f, inv_s + 8, tid);
-        float* Kg = op.Kc + (int64_t(g) * op.cap + pos) * D;
-        float* Vg = op.Vc + (int64_t(g) * op.cap + pos) * D;
+        const int64_t row = (int64_t(g) * op.cap + pos) * D;
         for (int c = tid; c < D; c += kConsumers) {
-            __stcg(Kg + c, k_s[c]);
-            __stcg(Vg + c, __ldcg(op.v + int64_t(g) * D + c));
+            kv_put(op.Kc, row + c, k_s[c], b16);
+            kv_put(op.Vc, row + c, __ldcg(op.v + int64_t(g) * D + c), b16);
         }
         consumer_sync();  // the row is read back below (same block: ordered by the barrier)
     }
-    const float* Kc = op.Kc + int64_t(g) * op.cap * D;
-    const float4* V4 = reinterpret_cast<const float4*>(op.Vc + int64_t(g) * op.cap * D);
+    const int64_t hb = int64_t(g) * op.cap * D;  // the kv head's first element
     const int nv4 = D / 32;                       // float4 per lane per key row in the scores (D ≥ 64)
     const int kk = lane >> 3, sg = lane & 7;      // scores: 4 keys per warp, 8 lanes per key
     const int kC4 = D / 4, kKQ = min(kConsumers / kC4, kAttnTile), KPT = kAttnTile / kKQ;
@@ -125,16 +141,18 @@ __device__ __forceinline__ void attn_task(const PdAttn& op, const Smem& S, const
 #pragma unroll
         for (int i = 0; i < 8; ++i) {
             const int64_t key = ts + kq + i * kKQ;
-            vv[i] = kq < kKQ && i < KPT && key < k1 ? __ldcg(V4 + key * kC4 + c4) : make_float4(0.f, 0.f, 0.f, 0.f);
+            vv[i] = kq < kKQ && i < KPT && key < k1 ? kv_get4(op.Vc, hb / 4 + key * kC4 + c4, b16)
+                                                    : make_float4(0.f, 0.f, 0.f, 0.f);
         }
         {   // (a) scores of key ts + warp·4 + kk
             const int kt = warp * 4 + kk;
             const int64_t key = ts + kt;
             const bool kvalid = key < k1;
-            const float4* kr = reinterpret_cast<const float4*>(Kc + (kvalid ? key : k0) * D);
+            const int64_t kr4 = (hb + (kvalid ? key : k0) * D) / 4;
             float4 kv[8];
 #pragma unroll
-            for (int q = 0; q < 8; ++q) kv[q] = q < nv4 && kvalid ? __ldcg(kr + sg + 8 * q) : make_float4(0.f, 0.f, 0.f, 0.f);
+            for (int q = 0; q < 8; ++q)
+                kv[q] = q < nv4 && kvalid ? kv_get4(op.Kc, kr4 + sg + 8 * q, b16) : make_float4(0.f, 0.f, 0.f, 0.f);
 #pragma unroll
             for (int r = 0; r < kAttnMaxR; ++r) {
                 if (r < R) {

@@ -218,8 +218,10 @@ TEST(PersistentDecodeCuda, AttentionMatchesReference) {
                                          {9, 3, 64, 64, false, false, true, false}};
     const int64_t cap = 4224;
     uint64_t seed = 9;
+    for (bool kv16 : {false, true})  // fp32 and bf16 caches (a bf16 cache: the reference on the rounded rows)
     for (const AttnCase& ac : cases) {
         GatedAttentionDims d = make_dims(ac.H, ac.G, ac.D, ac.rot, cap);
+        d.kv_bf16 = kv16;
         d.gated = ac.gated;
         d.rope_interleaved = ac.interleaved;
         d.score_mul = ac.gated ? 1.f : 0.7f;
@@ -242,7 +244,8 @@ TEST(PersistentDecodeCuda, AttentionMatchesReference) {
         PdAttn& a = ph.attn;
         a.qg = g.qg.as<float>(), a.k = g.k.as<float>(), a.v = g.v.as<float>();
         a.q_norm = ac.norm ? g.qn.as<float>() : nullptr, a.k_norm = ac.norm ? g.kn.as<float>() : nullptr;
-        a.Kc = g.K.as<float>(), a.Vc = g.V.as<float>(), a.part = part.as<float>(), a.out = g.out.as<float>();
+        a.Kc = g.K.get(), a.Vc = g.V.get(), a.part = part.as<float>(), a.out = g.out.as<float>();
+        a.kv_bf16 = kv16;
         a.rope = d_rope.as<float>();
         a.H = int(d.n_heads), a.G = int(d.n_kv), a.D = int(d.head_dim), a.half = int(d.rot_dim / 2);
         a.cap = int(cap), a.gated = d.gated, a.interleaved = d.rope_interleaved, a.has_factor = ac.factors;
@@ -253,19 +256,27 @@ TEST(PersistentDecodeCuda, AttentionMatchesReference) {
         Prog p({ph, comb}, g.pos.as<int32_t>(), 128, 16);
         for (int64_t pos0 : {0, 1, 63, 64, 65, 200, 4100}) {
             SCOPED_TRACE(testing::Message() << "H=" << ac.H << " G=" << ac.G << " D=" << ac.D << " pos=" << pos0
-                                            << (ac.gated ? " gated" : "") << (ac.interleaved ? " interleaved" : ""));
+                                            << (ac.gated ? " gated" : "") << (ac.interleaved ? " interleaved" : "")
+                                            << (kv16 ? " bf16 cache" : ""));
             const Inputs in = make_inputs(d, 1, seed++);
             std::vector<float> Kh, Vh, k_new;
             make_host_cache(d, pos0, seed++, Kh, Vh);
+            if (kv16) {
+                round_bf16(Kh.data(), Kh.size());
+                round_bf16(Vh.data(), Vh.size());
+            }
             g.stage(in, Kh, Vh, pos0, pos0);
             p.run();
-            const std::vector<float> want = cpu_attention(d, in, Kh, Vh, pos0, 1, &k_new, ac.norm);
+            const std::vector<float> k_stored = kv16 ? g.new_rows(pos0, 1) : std::vector<float>();
+            const std::vector<float> want =
+                cpu_attention(d, in, Kh, Vh, pos0, 1, &k_new, ac.norm, {}, kv16 ? &k_stored : nullptr);
             expect_close(g.result(1), want, "out");
             for (int64_t kv = 0; kv < d.n_kv; ++kv) {
                 const std::vector<float> kr = g.cache_row(g.K, kv, pos0), vr = g.cache_row(g.V, kv, pos0);
                 const std::vector<float> kw(k_new.begin() + kv * d.head_dim, k_new.begin() + (kv + 1) * d.head_dim);
-                const std::vector<float> vw(in.v.begin() + kv * d.head_dim, in.v.begin() + (kv + 1) * d.head_dim);
-                expect_close(kr, kw, "new K row");
+                std::vector<float> vw(in.v.begin() + kv * d.head_dim, in.v.begin() + (kv + 1) * d.head_dim);
+                if (kv16) round_bf16(vw.data(), vw.size());
+                expect_close(kr, kw, "new K row", {}, 0, kv16 ? bf16_row_budget() : Budget{});
                 EXPECT_EQ(0, std::memcmp(vr.data(), vw.data(), vr.size() * 4)) << "new V row";
             }
         }
