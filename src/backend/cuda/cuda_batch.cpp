@@ -70,13 +70,15 @@ Status ensure_pages(CudaState& s, int64_t slot, int64_t len) {
                   (long long)(s.max_pages * kKvPage));
     const int64_t more = need - int64_t(mine.size());
     if (more <= 0) return Status::ok();
-    int64_t used = 0, seqs = 0;
-    for (const auto& v : s.slot_pages) used += int64_t(v.size()), seqs += !v.empty();
-    EMBER_REQUIRE(more <= int64_t(s.free_pages.size()),
-                  "the KV cache pool is full: %lld of %lld pages (%lld tokens each) are held by %lld sequences and a "
-                  "sequence at %lld tokens needs %lld more (lower --max-seqs or --ctx-size, or give the GPU more memory)",
-                  (long long)used, (long long)s.n_pages, (long long)kKvPage, (long long)seqs, (long long)len,
-                  (long long)more);
+    if (more > int64_t(s.free_pages.size())) {  // the counts for the message only
+        int64_t used = 0, seqs = 0;
+        for (const auto& v : s.slot_pages) used += int64_t(v.size()), seqs += !v.empty();
+        return errorf("the KV cache pool is full: %lld of %lld pages (%lld tokens each) are held by %lld sequences and "
+                      "a sequence at %lld tokens needs %lld more (lower --max-seqs or --ctx-size, or give the GPU more "
+                      "memory)",
+                      (long long)used, (long long)s.n_pages, (long long)kKvPage, (long long)seqs, (long long)len,
+                      (long long)more);
+    }
     for (int64_t i = 0; i < more; ++i) {
         const int32_t p = s.free_pages.back();
         s.free_pages.pop_back();

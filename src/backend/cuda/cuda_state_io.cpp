@@ -46,7 +46,7 @@ void kv_copy(const CudaState& s, void* cache, int64_t capacity, int64_t heads, i
             off = p * d, pitch = capacity * d, n = at + rows - p;
         } else {
             const int64_t page = s.slot_pages[size_t(s.sel)][size_t(p / kKvPage)];
-            off = (page * heads * kKvPage + p % kKvPage) * d, pitch = kKvPage * d;
+            off = kv_page_elem(page, 0, p, heads, d), pitch = kKvPage * d;
             n = std::min(at + rows, (p / kKvPage + 1) * kKvPage) - p;
         }
         char* c = static_cast<char*>(cache) + off * e;

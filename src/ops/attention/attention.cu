@@ -95,7 +95,7 @@ __device__ __forceinline__ RowAt row_at(const RowMap& rm, const int32_t* pos0_de
 // [page][G][kKvPage][D] (attention_cuda.h). Rows p .. p + 31 with p a multiple of 32 share a page.
 __device__ __forceinline__ int64_t kv_row(const RowAt& ra, int g, int64_t p, int G, int64_t cap, int D) {
     if (!ra.pages) return ra.base + (int64_t(g) * cap + p) * D;
-    return ((int64_t(ra.pages[p / kKvPage]) * G + g) * kKvPage + p % kKvPage) * D;
+    return kv_page_elem(ra.pages[p / kKvPage], g, p, G, D);
 }
 
 // sigmoid(kNoGate) = 1 exactly (expf(−inf) = 0): the ungated layers reuse the gated epilogue unchanged.

@@ -78,6 +78,16 @@ size_t gated_attention_workspace_bytes(const GatedAttentionDims& d, int64_t max_
 // whose row per sequence lists its pages in order — cache row p of kv head g of that sequence is row p % kKvPage of
 // head g in page pages[p / kKvPage]. The caller keeps the pages of positions [0, pos0 + n) allocated before a call.
 constexpr int64_t kKvPage = 64;
+#if defined(__CUDACC__)
+#define EMBER_KV_HD __host__ __device__
+#else
+#define EMBER_KV_HD
+#endif
+// Element offset of cache row p (of its sequence) of kv head g when that row's page is `page`: host copies
+// (cuda_state_io.cpp, the tests) and the kernels address a page pool with this one formula.
+EMBER_KV_HD inline int64_t kv_page_elem(int64_t page, int64_t g, int64_t p, int64_t G, int64_t D) {
+    return ((page * G + g) * kKvPage + p % kKvPage) * D;
+}
 
 // Head dims the kernels are built for (16, 32, 64, 96, 128, 256).
 bool gated_attention_head_dim_supported(int64_t head_dim);

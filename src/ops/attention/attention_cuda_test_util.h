@@ -244,7 +244,7 @@ struct Gpu {
     size_t off(int64_t g, int64_t row) const {
         const int64_t D = d.head_dim;
         if (pages.empty()) return size_t((g * d.capacity + row) * D);
-        return size_t(((int64_t(pages[size_t(row / kKvPage)]) * d.n_kv + g) * kKvPage + row % kKvPage) * D);
+        return size_t(kv_page_elem(pages[size_t(row / kKvPage)], g, row, d.n_kv, D));
     }
     Gpu(const GatedAttentionDims& dims, int64_t n_max_, bool paged = false, uint64_t seed = 1) : d(dims), n_max(n_max_) {
         if (paged) {

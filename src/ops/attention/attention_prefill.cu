@@ -107,8 +107,7 @@ __global__ void __launch_bounds__(kConvertThreads)
          i += int64_t(gridDim.x) * kConvertThreads) {
         const int64_t row = i / kC4;
         const int c4 = static_cast<int>(i % kC4);
-        const int64_t at = pages ? ((int64_t(pages[row / kKvPage]) * G + g) * kKvPage + row % kKvPage) * D
-                                 : (int64_t(g) * cap + row) * D;
+        const int64_t at = pages ? kv_page_elem(pages[row / kKvPage], g, row, G, D) : (int64_t(g) * cap + row) * D;
         const float4 x = kv_load4(src + at, c4);
         uint32_t h0, l0, h1, l1;
         float sa, sb;

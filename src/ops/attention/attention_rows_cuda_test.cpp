@@ -44,8 +44,7 @@ struct Pool {
     size_t off(int64_t s, int64_t g, int64_t row) const {
         const int64_t D = d.head_dim;
         if (pages.empty()) return size_t(s) * slot_elems + size_t((g * d.capacity + row) * D);
-        const int64_t page = pages[size_t(s * max_pages + row / kKvPage)];
-        return size_t(((page * d.n_kv + g) * kKvPage + row % kKvPage) * D);
+        return size_t(kv_page_elem(pages[size_t(s * max_pages + row / kKvPage)], g, row, d.n_kv, D));
     }
     Pool(const GatedAttentionDims& dims, int64_t n_slots, int64_t n_max_, uint64_t seed, bool paged = false)
         : d(dims), slots(n_slots), n_max(n_max_) {

@@ -10,6 +10,7 @@
 #pragma once
 #include <cuda_bf16.h>
 
+#include "ops/attention/kv_cache.cuh"
 #include "ops/decode/persistent_decode_sync.cuh"
 
 namespace ember::cuda::pd::dev {
@@ -23,10 +24,7 @@ __device__ __forceinline__ void kv_put(void* p, int64_t i, float x, bool b16) {
     else __stcg(static_cast<float*>(p) + i, x);
 }
 __device__ __forceinline__ float4 kv_get4(const void* p, int64_t i4, bool b16) {
-    if (!b16) return __ldcg(static_cast<const float4*>(p) + i4);
-    const uint2 u = __ldcg(static_cast<const uint2*>(p) + i4);
-    return make_float4(__uint_as_float(u.x << 16), __uint_as_float(u.x & 0xffff0000u), __uint_as_float(u.y << 16),
-                       __uint_as_float(u.y & 0xffff0000u));
+    return b16 ? kv_widen4(__ldcg(static_cast<const uint2*>(p) + i4)) : __ldcg(static_cast<const float4*>(p) + i4);
 }
 
 constexpr int kAttnTile = 4 * kConsumerWarps;  // keys per tile: 4 per warp in the scores, 1 per lane in the softmax
