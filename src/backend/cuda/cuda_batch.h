@@ -85,15 +85,15 @@ void release_pages(CudaState& s, int64_t slot);
 void sync_pages(CudaState& s);
 
 // Where batch_decode_sample's steps go — a measurement hook (grammar_decode_bench --split), off unless enabled,
-// process-wide, summed over the steps since the last take. Host µs: the call up to the forward's launch (checks,
-// staging, launch), the masks' fills (the caller's callbacks: fill and check), their upload and the selection's
+// process-wide, summed over the steps since the last take. Host µs: the call up to the forward's launch (checks
+// and staging: prep; the graph launch call itself: launch), the masks' fills (the caller's callbacks: fill and check), their upload and the selection's
 // launch, the wait for the step. Device µs (events): the step from its first kernel to its last; of a two-graph
 // step (masks or host logits) its forward graph and the rest (the selection graph and any wait for the masks; a
 // one-graph step's forward includes its selection); how far the masks' upload ended after the forward (0: before
 // it); the masked steps whose fills ended after the forward had (the fills were not hidden).
 struct BatchStepSplit {
     int64_t steps = 0, split_steps = 0, masked_steps = 0, fills_late = 0;
-    double host_launch_us = 0, host_fill_us = 0, host_upload_us = 0, host_wait_us = 0;
+    double host_prep_us = 0, host_launch_us = 0, host_fill_us = 0, host_upload_us = 0, host_wait_us = 0;
     double gpu_us = 0, gpu_forward_us = 0, gpu_select_us = 0, upload_late_us = 0;
 };
 void enable_batch_step_split(bool on);

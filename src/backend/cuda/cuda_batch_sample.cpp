@@ -53,8 +53,11 @@ double event_us(cudaEvent_t a, cudaEvent_t b) {
 // host wait. Off (every call a no-op) unless enable_batch_step_split(true).
 struct SplitRecorder {
     bool on = split_on.load(std::memory_order_relaxed);
-    Clock::time_point t_in = on ? Clock::now() : Clock::time_point{}, t_launched, t_filled, t_selected;
+    Clock::time_point t_in = on ? Clock::now() : Clock::time_point{}, t_staged, t_launched, t_filled, t_selected;
     bool fills_late = false;
+    void staged() {  // checks and staging done: the forward's graph launch is next
+        if (on) t_staged = Clock::now();
+    }
     void launched(const BatchSampler& z, cudaStream_t st) {  // the forward graph is launched (two-graph steps)
         if (!on) return;
         CUDA_CHECK(cudaEventRecord(z.t_fwd, st));
@@ -79,7 +82,8 @@ struct SplitRecorder {
         std::lock_guard<std::mutex> lock(split_mu);
         BatchStepSplit& x = split_sum;
         x.steps++;
-        x.host_launch_us += host_us(t_in, t_launched);
+        x.host_prep_us += host_us(t_in, t_staged);
+        x.host_launch_us += host_us(t_staged, t_launched);
         x.host_fill_us += host_us(t_launched, t_filled);
         x.host_upload_us += host_us(t_filled, t_selected);
         x.host_wait_us += host_us(t_selected, t_out);
@@ -266,6 +270,7 @@ Status CudaCausalLM::batch_decode_sample(BatchState& b, const int32_t* slots, co
     const bool greedy = all_greedy && !any_pen;
     const int sel_key = kSampleKey | R << 4 | int(greedy) << 3 | int(any_pen) << 1;
     const bool two = logits || any_mask;
+    split.staged();
     if (two) {  // forward graph, the logits before masks and penalties to the host, the masks
         launch_rows(s, kRowsKey | R << 1, [&] { batch_body(b, rows, false); });
         split.launched(z, s.stream);
