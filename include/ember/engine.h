@@ -10,6 +10,10 @@
 // on what else is in the batch. A sequence ends at a stop id (EOS), when its constraint is done (COMPLETE), after
 // max_tokens or when the context is full (LENGTH); its slot is then free for the next add(), unless it asked to be
 // kept (for save(), extend(), or reading it: then cancel() frees it).
+// When the slots share a pool of KV memory (CUDA) that cannot hold every sequence at once, decoding sequences go
+// first: the sequence admitted last is preempted (its state dropped, recomputed from its tokens later: the same
+// tokens up to the prefill path's rounding, sampling streams continued), and a prompt chunk that does not fit
+// waits for a later step.
 //
 // Not thread-safe: one thread drives an Engine (the server's queue, src/server/queue.h, is the thread-safe
 // wrapper). Errors are Status / Expected values; nothing throws.
@@ -86,6 +90,10 @@ struct EngineStats {
     int64_t prompt_tokens = 0;               // prompt tokens consumed (cached ones included)
     int64_t cached_prompt_tokens = 0;        // ... of them restored from the prefix cache
     int64_t generated_tokens = 0;            // tokens selected (stop ids included)
+    // A pool of KV memory shared by the slots (CUDA) that cannot hold every sequence's next tokens: sequences whose
+    // prompt chunk did not fit wait (waits: sequence-steps spent so), and when decoding sequences need more, the one
+    // admitted last is preempted (its state dropped) and later recomputes its tokens (recomputed_tokens).
+    int64_t kv_waits = 0, preemptions = 0, recomputed_tokens = 0;
     int64_t prefix_cache_lookups = 0, prefix_cache_hits = 0, prefix_cache_evicted = 0;
     int64_t prefix_cache_entries = 0, prefix_cache_bytes = 0, prefix_cache_budget_bytes = 0;  // 0: off
     int64_t prefix_cache_restore_ns = 0, prefix_cache_checkpoint_ns = 0;  // state copies in and out of the slots

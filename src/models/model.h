@@ -134,6 +134,12 @@ public:
     }
     // Frees a slot for a new sequence: its state is cleared and pos[slot] = 0.
     virtual Status batch_reset(BatchState& b, int64_t slot) const;
+    // KV memory the slots share (CUDA: a pool of pages, cuda_batch.h), for the engine's scheduling: the blocks free
+    // now (−1: every slot owns memory for its whole context, nothing to schedule) and the blocks `slot` must take
+    // to hold `len` tokens. A call that needs more blocks than are free fails ("the KV cache pool is full") and
+    // changes nothing; batch_reset gives a slot's blocks back.
+    virtual int64_t batch_kv_free(BatchState& b) const { return -1; }
+    virtual int64_t batch_kv_need(const BatchState& b, int64_t slot, int64_t len) const { return 0; }
     // Snapshots of a slot (the prefix cache, runtime/prefix_cache.h), in the tensors of state_layout():
     // export: the slot's state at pos[slot], its KV tensors holding only rows [from, pos[slot]) ([n_kv, pos − from,
     // d]), the recurrent tensors whole; import: replaces the slot's state with tensors of state_layout(pos) and

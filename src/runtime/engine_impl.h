@@ -27,6 +27,10 @@ struct EngineSeq {
     int64_t generated = 0;             // selections since add / extend / restore (stop ids included)
     int64_t cached_tokens = 0;
     bool fresh = true;                 // nothing consumed yet: the first prefill chunk asks the prefix cache
+    // Preempted (engine_step.cpp): the state was dropped; `high` tokens had been consumed. A preempted decoding
+    // sequence recomputes tokens[0, size − 1) as a prefill (recompute), then decodes its pending token again.
+    bool recompute = false;
+    int64_t high = 0;
     SequenceEnd end = SequenceEnd::RUNNING;
     std::vector<uint32_t> mask;        // the constraint's mask row
 };

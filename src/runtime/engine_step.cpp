@@ -3,6 +3,15 @@
 // (selection per row on the device when the model has a batch sampler and the row needs no host logits — a
 // constrained row's token mask is filled while the GPU runs the forward and applied there —, else on the host
 // with the row's own Sampler and constraint); prefix-cache lookups and checkpoints; the ends.
+//
+// KV pool scheduling (a model whose slots share their KV memory: CausalLM::batch_kv_free ≥ 0). Decode rows come
+// first: while the pool cannot give every decoding sequence the blocks of its next token, the sequence admitted
+// last that holds blocks is preempted — its state dropped (batch_reset; its device sampling stream kept), to be
+// recomputed from its tokens as a prefill, after which it decodes its pending token again. Prompt chunks then run
+// in admission order while they fit beside the decode rows' blocks; the first that does not fit waits, and so do
+// the ones after it (first come, first served). When nothing could run at all, the sequence admitted last that
+// holds blocks (not the first waiting one) is preempted too, or, when no running sequence holds any (kept ones
+// hold the pool), the first waiting sequence fails with the numbers.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -60,8 +69,19 @@ struct Round {
     }
     int64_t pos(const EngineSeq& s) const { return m.batch->pos[size_t(s.slot)]; }
 
+    // KV pool scheduling (above): the blocks held back for this step's decode rows (−1: no pool to schedule),
+    // whether a prompt chunk has waited this step (the ones after it wait too).
+    int64_t reserve = -1;
+    bool waiting = false;
+    int64_t room() const { return m.model.batch_kv_free(*m.batch) - reserve; }
+    int64_t longest_fit(const EngineSeq& s, int64_t end_at, int64_t blocks) const;
+    void make_room();
+    void preempt(EngineSeq& s);
+    void unstick(EngineSeq& first_waiting);
+    void count_prompt(const EngineSeq& s, int64_t at, int64_t n, bool cached);
+
     void checkpoint(EngineSeq& s);
-    void prefill_chunk(EngineSeq& s);
+    bool prefill_chunk(EngineSeq& s);
     void decode_step(const std::vector<EngineSeq*>& rows);
     void select(EngineSeq& s, const float* logits);
     void emit(EngineSeq& s, const float* logits, int32_t id);
@@ -73,36 +93,135 @@ void Round::checkpoint(EngineSeq& s) {
     if (Status st = m.cache->offer(*m.batch, s.slot, s.tokens.data()); !st.is_ok()) end(s, SequenceEnd::FAILED, st.message());
 }
 
-void Round::prefill_chunk(EngineSeq& s) {
-    if (s.fresh && m.cache) {  // the deepest cached prefix of the prompt, then the rest chunk by chunk
-        auto got = m.cache->restore(*m.batch, s.slot, s.tokens.data(), int64_t(s.tokens.size()));
-        if (!got.is_ok()) return end(s, SequenceEnd::FAILED, got.message());
-        s.cached_tokens = got.value();
-        m.stats.prompt_tokens += got.value();
-        m.stats.cached_prompt_tokens += got.value();
+// Tokens [at, at + n) consumed by a prefill (cached: restored from the prefix cache): prompt tokens, or recomputed
+// ones below what the sequence had consumed before it was preempted.
+void Round::count_prompt(const EngineSeq& s, int64_t at, int64_t n, bool cached) {
+    const int64_t again = std::clamp<int64_t>(s.high - at, 0, n);
+    m.stats.recomputed_tokens += again;
+    m.stats.prompt_tokens += n - again;
+    if (cached) m.stats.cached_prompt_tokens += n - again;
+}
+
+// The longest length in [pos, end_at] that `s` can hold taking at most `blocks` more KV blocks.
+int64_t Round::longest_fit(const EngineSeq& s, int64_t end_at, int64_t blocks) const {
+    int64_t lo = pos(s), hi = end_at;
+    while (lo < hi) {
+        const int64_t mid = hi - (hi - lo) / 2;
+        if (m.model.batch_kv_need(*m.batch, s.slot, mid) <= blocks) lo = mid;
+        else hi = mid - 1;
+    }
+    return lo;
+}
+
+// Holds back the blocks of every decode row's next token, preempting the sequences admitted last until they fit.
+void Round::make_room() {
+    int64_t free = m.model.batch_kv_free(*m.batch);
+    if (free < 0) return;  // every slot owns its whole context
+    for (;;) {
+        int64_t need = 0;
+        for (const auto& s : m.seqs)
+            if (s->phase == Phase::DECODE) need += m.model.batch_kv_need(*m.batch, s->slot, pos(*s) + 1);
+        if (need <= free) {
+            reserve = need;
+            return;
+        }
+        EngineSeq* victim = nullptr;  // a decode row needs a block, so some running sequence holds blocks
+        for (auto it = m.seqs.rbegin(); it != m.seqs.rend() && !victim; ++it)
+            if ((*it)->phase != Phase::ENDED && pos(**it) > 0) victim = it->get();
+        if (!victim) return;  // (cannot happen: a decoding sequence holds its blocks)
+        preempt(*victim);
+        free = m.model.batch_kv_free(*m.batch);
+    }
+}
+
+// Drops the sequence's state; it is recomputed from its tokens (prefill_chunk) when its blocks fit again.
+void Round::preempt(EngineSeq& s) {
+    uint64_t seed = 0, counter = 0;
+    const bool rng = m.model.batch_slot_rng(*m.batch, s.slot, &seed, &counter);
+    s.high = std::max(s.high, pos(s));
+    if (Status st = m.model.batch_reset(*m.batch, s.slot); !st.is_ok()) return end(s, SequenceEnd::FAILED, st.message());
+    if (rng) {
+        if (Status st = m.model.batch_set_slot_rng(*m.batch, s.slot, seed, counter); !st.is_ok())
+            return end(s, SequenceEnd::FAILED, st.message());
+    }
+    s.recompute = s.recompute || s.phase == Phase::DECODE;
+    s.phase = Phase::PREFILL;
+    s.fresh = true;
+    m.stats.preemptions++;
+}
+
+// Nothing ran this step and `first` waits for blocks: the sequence admitted last that holds blocks gives them up,
+// or, when only kept (ended) sequences and `first` itself hold the pool, `first` cannot run and fails.
+void Round::unstick(EngineSeq& first) {
+    for (auto it = m.seqs.rbegin(); it != m.seqs.rend(); ++it) {
+        EngineSeq& v = **it;
+        if (&v != &first && v.phase != Phase::ENDED && pos(v) > 0) return preempt(v);
+    }
+    const int64_t at = pos(first), n = std::min(m.opt.prefill_chunk, int64_t(first.tokens.size()) - at);
+    end(first, SequenceEnd::FAILED,
+        strfmt("the KV cache pool is full: a prompt chunk at %lld tokens needs %lld more blocks, %lld are free and "
+               "the rest are held by sequences kept after their end (cancel them, or lower --max-seqs or --ctx-size)",
+               (long long)(at + n), (long long)m.model.batch_kv_need(*m.batch, first.slot, at + n),
+               (long long)m.model.batch_kv_free(*m.batch)));
+}
+
+// One prompt chunk of `s` (or of its recompute after a preemption); false: it waits for KV blocks (nothing done).
+bool Round::prefill_chunk(EngineSeq& s) {
+    const bool sched = reserve >= 0;
+    if (sched && waiting) {
+        m.stats.kv_waits++;
+        return false;
+    }
+    const int64_t end_at = int64_t(s.tokens.size()) - (s.recompute ? 1 : 0);
+    if (s.fresh && m.cache) {  // the deepest cached prefix of the prompt (that fits), then the rest chunk by chunk
+        const int64_t n = sched ? std::min(end_at, longest_fit(s, end_at, room()) + 1) : end_at;
+        auto got = m.cache->restore(*m.batch, s.slot, s.tokens.data(), n);
+        if (!got.is_ok()) {
+            end(s, SequenceEnd::FAILED, got.message());
+            return true;
+        }
+        if (s.high == 0) s.cached_tokens = got.value();
+        count_prompt(s, 0, got.value(), true);
     }
     s.fresh = false;
     const int64_t V = m.model.info().vocab_size, at = pos(s);
-    const int64_t n = std::min(m.opt.prefill_chunk, int64_t(s.tokens.size()) - at);
-    const bool final = at + n == int64_t(s.tokens.size());
+    const int64_t n = std::min(m.opt.prefill_chunk, end_at - at);
+    if (sched && m.model.batch_kv_need(*m.batch, s.slot, at + n) > room()) {
+        waiting = true;
+        m.stats.kv_waits++;
+        return false;
+    }
+    const bool final = at + n == end_at, want = final && !s.recompute;
     m.logits.resize(size_t(V));
     const Status st = timed(
-        [&] { return m.model.batch_prefill(*m.batch, s.slot, s.tokens.data() + at, n, final ? m.logits.data() : nullptr); });
-    if (!st.is_ok()) return end(s, SequenceEnd::FAILED, st.message());
-    m.stats.prompt_tokens += n;
+        [&] { return m.model.batch_prefill(*m.batch, s.slot, s.tokens.data() + at, n, want ? m.logits.data() : nullptr); });
+    if (!st.is_ok()) {
+        end(s, SequenceEnd::FAILED, st.message());
+        return true;
+    }
+    count_prompt(s, at, n, false);
     checkpoint(s);
-    if (!final || s.phase == Phase::ENDED) return;
-    if (!finite_row(m.logits.data(), V))
-        return end(s, SequenceEnd::FAILED, "the model produced non-finite logits (broken weights?)");
+    if (!final || s.phase == Phase::ENDED) return true;
+    if (s.recompute) {  // back where it was preempted: the pending token is the next decode row
+        s.recompute = false;
+        s.phase = Phase::DECODE;
+        return true;
+    }
+    if (!finite_row(m.logits.data(), V)) {
+        end(s, SequenceEnd::FAILED, "the model produced non-finite logits (broken weights?)");
+        return true;
+    }
     if (s.p.max_tokens == 0) {  // only the prompt: its last logits when asked, and the end
         s.phase = Phase::ENDED;
         s.end = SequenceEnd::LENGTH;
         StepEvent e = event(s);
         e.end = s.end;
         if (s.p.logits) e.logits = m.logits;
-        return sink(e);
+        sink(e);
+        return true;
     }
     select(s, m.logits.data());
+    return true;
 }
 
 void Round::decode_step(const std::vector<EngineSeq*>& rows_in) {
@@ -234,12 +353,21 @@ void Engine::step(const Sink& on_event) {
     Impl& m = *impl_;
     const Sink ignore = [](const StepEvent&) {};
     Round round{m, on_event ? on_event : ignore};
+    round.make_room();
     std::vector<EngineSeq*> decoding;
+    EngineSeq* first_waiting = nullptr;
+    bool ran = false;
     for (auto& s : m.seqs) {
-        if (s->phase == Phase::PREFILL) round.prefill_chunk(*s);
-        else if (s->phase == Phase::DECODE) decoding.push_back(s.get());
+        if (s->phase == Phase::PREFILL) {
+            const bool went = round.prefill_chunk(*s);
+            ran = ran || went;
+            if (!went && !first_waiting) first_waiting = s.get();
+        } else if (s->phase == Phase::DECODE) {
+            decoding.push_back(s.get());
+        }
     }
     if (!decoding.empty()) round.decode_step(decoding);
+    else if (first_waiting && !ran) round.unstick(*first_waiting);
     // Ended sequences give their slot back, unless kept (a failed one never is: its state may be partial).
     for (size_t i = 0; i < m.seqs.size();) {
         EngineSeq& s = *m.seqs[i];

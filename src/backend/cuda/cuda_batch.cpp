@@ -167,6 +167,21 @@ StepStats CudaCausalLM::last_batch_stats(const BatchState& b) const {
     return cb ? cb->s.stats : StepStats{};
 }
 
+int64_t CudaCausalLM::batch_kv_free(BatchState& b) const {
+    auto* cb = dynamic_cast<CudaBatch*>(&b);
+    if (!cb) return -1;
+    CudaState& s = cb->s;
+    if (!s.ready && !allocate(s).is_ok()) return -1;  // (the step then fails with the reason)
+    return s.paged && s.n_pages > 0 ? int64_t(s.free_pages.size()) : -1;
+}
+
+int64_t CudaCausalLM::batch_kv_need(const BatchState& b, int64_t slot, int64_t len) const {
+    const auto* cb = dynamic_cast<const CudaBatch*>(&b);
+    if (!cb || !cb->s.paged || cb->s.n_pages == 0 || slot < 0 || slot >= b.slots()) return 0;
+    const int64_t held = int64_t(cb->s.slot_pages[size_t(slot)].size());
+    return std::max<int64_t>(0, (len + kKvPage - 1) / kKvPage - held);
+}
+
 Status CudaCausalLM::batch_reset(BatchState& b, int64_t slot) const {
     EMBER_ASSIGN(CudaBatch * cb, as_batch(b));
     EMBER_REQUIRE(slot >= 0 && slot < b.slots(), "batch: slot %lld is outside the pool of %lld", (long long)slot,

@@ -161,6 +161,8 @@ public:
                                int32_t* ids, float* logits = nullptr,
                                const TokenMaskFn* const* masks = nullptr) const override;
     Status batch_reset(BatchState& b, int64_t slot) const override;
+    int64_t batch_kv_free(BatchState& b) const override;
+    int64_t batch_kv_need(const BatchState& b, int64_t slot, int64_t len) const override;
     StepStats last_batch_stats(const BatchState& b) const override;
     Expected<std::string> batch_profile(BatchState& b, const int32_t* slots, const int32_t* tokens,
                                         int64_t rows) const override;

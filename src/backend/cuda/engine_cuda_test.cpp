@@ -27,10 +27,10 @@ using namespace enginetest;
 const char* const kModels[] = {"gguf_models/qwen35_flat_gqa3_dkdv/model-q8_0.gguf",
                                "gguf_models/llama_gqa_untied/model-q8_0.gguf"};
 
-std::unique_ptr<CausalLM> gpu_model(const std::string& rel) {
+std::unique_ptr<CausalLM> gpu_model(const std::string& rel, CudaOptions opt = {}) {
     auto cpu = load_model(std::string(EMBER_SOURCE_DIR) + "/tests/fixtures/" + rel);
     EMBER_CHECK(cpu.is_ok(), "%s", cpu.message().c_str());
-    auto m = make_cuda_model(std::move(cpu.value()), CudaOptions{});
+    auto m = make_cuda_model(std::move(cpu.value()), opt);
     EMBER_CHECK(m.is_ok(), "%s", m.message().c_str());
     return std::move(m.value());
 }
@@ -54,6 +54,36 @@ TEST(EngineCuda, TogetherEqualsAloneWithDeviceSampling) {
             const auto all = run(together, todo);
             for (size_t i = 0; i < todo.size(); ++i) {
                 Engine solo = engine(*m, 1, 8);
+                EXPECT_EQ(all[i].tokens, run(solo, {todo[i]}).at(0).tokens) << i;
+            }
+        }
+    }
+}
+
+// Four sequences (60–105 prompt tokens + 40 generated: 2 or 3 pages of 64 tokens each) through 4 slots sharing a
+// KV pool of 6 pages: decode rows preempt the sequence admitted last (its state dropped, recomputed by a prefill,
+// its device sampling stream and penalty window continued), prompt chunks wait; every sequence's tokens equal its
+// run alone with a pool of full contexts (greedy, and seeded sampling with penalties).
+TEST(EngineCuda, KvPoolPreemptionKeepsEachSequencesTokens) {
+    SKIP_WITHOUT_GPU();
+    for (const char* f : kModels) {
+        SCOPED_TRACE(f);
+        CudaOptions small_pool, full_pool;
+        small_pool.context = full_pool.context = 256;
+        small_pool.kv_pages = 6;
+        auto small = gpu_model(f, small_pool), full = gpu_model(f, full_pool);
+        const int64_t V = small->info().vocab_size;
+        for (float temp : {0.f, 0.9f}) {
+            SCOPED_TRACE(temp);
+            std::vector<SequenceParams> todo;
+            for (int i = 0; i < 4; ++i)
+                todo.push_back(params(prompt(60 + 15 * i, V, i), 40, temp, 300 + uint64_t(i), /*logits=*/false));
+            Engine e = engine(*small, 4, 32);
+            const auto all = run(e, todo);
+            EXPECT_GT(e.stats().preemptions, 0);
+            EXPECT_GT(e.stats().recomputed_tokens, 0);
+            for (size_t i = 0; i < todo.size(); ++i) {
+                Engine solo = engine(*full, 1, 32);
                 EXPECT_EQ(all[i].tokens, run(solo, {todo[i]}).at(0).tokens) << i;
             }
         }
