@@ -25,6 +25,8 @@ Status Engine::save(SequenceId id, const std::string& path) const {
     const Impl& m = *impl_;
     const EngineSeq* s = m.find(id);
     EMBER_REQUIRE(s, "save: no sequence %lld in this engine (never added, or over and freed)", (long long)id);
+    EMBER_REQUIRE(!s->recompute, "save: sequence %lld was preempted for KV cache memory and is being recomputed (save "
+                                 "it once it decodes again)", (long long)id);
     EMBER_REQUIRE(s->phase != EngineSeq::Phase::PREFILL,
                   "save: sequence %lld is still consuming its prompt (save it once it has selected a token)",
                   (long long)id);

@@ -67,6 +67,10 @@ std::string Metrics::prometheus() const {
     counter(out, "ember_prefix_cache_evictions_total", "prefix-cache checkpoints dropped for room",
             prefix_cache_evicted.load());
     counter(out, "ember_generation_tokens_total", "tokens generated", generation_tokens.load());
+    counter(out, "ember_kv_waits_total", "prompt chunks that waited a step for KV cache memory", kv_waits.load());
+    counter(out, "ember_preemptions_total", "sequences whose state was dropped for KV cache memory (recomputed later)",
+            preemptions.load());
+    counter(out, "ember_recomputed_tokens_total", "tokens prefilled again after a preemption", recomputed_tokens.load());
     counter(out, "ember_requests_rejected_queue_full_total", "requests refused with 503 (queue full)",
             rejected_full.load());
     counter(out, "ember_requests_cancelled_total", "generations cancelled (client gone, shutdown)", cancelled.load());

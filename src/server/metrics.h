@@ -34,6 +34,7 @@ struct Metrics {
     std::atomic<uint64_t> prompt_tokens{0}, generation_tokens{0}, rejected_full{0}, cancelled{0};
     std::atomic<uint64_t> engine_steps{0}, engine_ns{0};  // model calls of the worker and the time inside them
     std::atomic<uint64_t> prompt_tokens_cached{0};         // prompt tokens restored from the prefix cache
+    std::atomic<uint64_t> kv_waits{0}, preemptions{0}, recomputed_tokens{0};  // KV pool scheduling (EngineStats)
     std::atomic<int64_t> prefix_cache_lookups{0}, prefix_cache_hits{0}, prefix_cache_evicted{0};
     std::atomic<int64_t> prefix_cache_entries{0}, prefix_cache_bytes{0}, prefix_cache_budget_bytes{0};
     // gauges (the engine worker sets them)

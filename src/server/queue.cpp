@@ -209,6 +209,9 @@ void EngineQueue::update_metrics() {
     metrics_.prompt_tokens = uint64_t(st.prompt_tokens);
     metrics_.prompt_tokens_cached = uint64_t(st.cached_prompt_tokens);
     metrics_.generation_tokens = uint64_t(st.generated_tokens);
+    metrics_.kv_waits = uint64_t(st.kv_waits);
+    metrics_.preemptions = uint64_t(st.preemptions);
+    metrics_.recomputed_tokens = uint64_t(st.recomputed_tokens);
     metrics_.prefix_cache_lookups = st.prefix_cache_lookups;
     metrics_.prefix_cache_hits = st.prefix_cache_hits;
     metrics_.prefix_cache_evicted = st.prefix_cache_evicted;

@@ -35,7 +35,8 @@
 // rows. The kernel's ROWS = true instantiation offsets the input / y pointers to row blockIdx.y and the state
 // pointers to slot rows[2·row] (read after pdl_wait: one extra dependent load before the prologue), then runs the
 // same code with T = 1. Distinct slots: no two clusters touch the same state. ROWS = false folds the offsets
-// away: the single-sequence kernel's PTX is unchanged (same registers, no spills).
+// away: the single-sequence kernel's PTX is unchanged (same registers, no spills). The rows launches of
+// 128-thread plans use instantiations with a smaller register budget (MINB blocks per SM; launch_k).
 //
 // Measured on H200 (DISABLED_DecodeBench, graph of back-to-back calls, state from HBM): decode 4.5 / 5.4 / 6.2 µs
 // per layer for 2B / 9B / 27B shapes (launch ≈ 0.6 µs, prologue ≈ 2 µs of latency, one token ≈ 1.4 µs); prefill
@@ -51,6 +52,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/pdl.cuh"
 #include "core/check.h"
+#include "core/env.h"
 #include "ops/gated_delta_rule/gdn_cuda_device.cuh"
 
 namespace ember::cuda {
@@ -136,9 +138,9 @@ struct Rows {
 // ROWS = false: one sequence, T tokens (row = slot = 0: the offsets below fold away and the code is the
 // single-sequence kernel as before). ROWS = true (launched with T = 1): row blockIdx.y of qkv / z / a / b / y,
 // state slot rows[2·row].
-template <int K, int V, bool ROWS>
-__global__ void __launch_bounds__(kMaxThreads, 1) gdn_step_kernel(const GdnDecodeArgs p, const int64_t T,
-                                                                  const Plan pl, const Rows rw) {
+template <int K, int V, bool ROWS, int MINB = 1>
+__global__ void __launch_bounds__(MINB > 1 ? kPreferredThreads : kMaxThreads, MINB)
+    gdn_step_kernel(const GdnDecodeArgs p, const int64_t T, const Plan pl, const Rows rw) {
     pdl_trigger();  // the output projection's GEMV may start prefetching its weights
     pdl_wait();
     int64_t row = 0, sslot = 0;
@@ -498,6 +500,16 @@ void launch_k(const GdnDecodeArgs& a, int64_t T, const Plan& pl, const Rows& rw,
         return pl.V == 4 ? gdn_step_kernel<K, 4, R> : pl.V == 8 ? gdn_step_kernel<K, 8, R> : gdn_step_kernel<K, 16, R>;
     };
     auto kernel = n_rows > 0 ? pick(std::true_type{}) : pick(std::false_type{});
+    // Batched rows of a 128-thread plan: an instantiation compiled for more resident blocks (V = 4: 5 per SM, ≤ 96
+    // registers; V = 8: 4 per SM, ≤ 128), since the rows grid is n_rows × nk·CL small blocks whose time is set by
+    // how many run at once, not by one block's latency (H100, ember bench --batch 64: 2B 12,700 → 13,262 tok/s,
+    // 9B 5,100 → 5,597; 4 blocks at V = 4: 12,528, 3 at V = 8: 5,504). EMBER_GDN_ROWS_MINB=1: the single-sequence
+    // register budget, for A/B.
+    static const bool dense = env_int("EMBER_GDN_ROWS_MINB", 0) != 1;
+    if (n_rows > 0 && dense && pl.NT <= kPreferredThreads) {
+        if (pl.V == 4) kernel = gdn_step_kernel<K, 4, true, 5>;
+        if (pl.V == 8) kernel = gdn_step_kernel<K, 8, true, 4>;
+    }
     // smem ≤ 34 KiB: below the 48 KiB default, no attribute call needed
     launch_pdl(kernel, grid, block, pl.smem, st, static_cast<unsigned>(pl.CL), a, T, pl, rw);
 }
