@@ -21,10 +21,7 @@ namespace {
 
 using namespace enginetest;
 
-const char* const kModels[] = {
-    "gguf_models/qwen35_flat_gqa3_dkdv/model-q8_0.gguf",  // hybrid (GDN + gated attention)
-    "gguf_models/llama_gqa_untied/model-q8_0.gguf",       // Llama
-};
+const auto& kModels = kFixtures;
 
 Model load(const std::string& rel) {
     ModelOptions o;

@@ -12,6 +12,12 @@
 
 namespace ember::enginetest {
 
+// The committed GGUF fixtures the engine tests run on (paths under tests/fixtures/).
+inline const char* const kFixtures[] = {
+    "gguf_models/qwen35_flat_gqa3_dkdv/model-q8_0.gguf",  // hybrid (GDN + gated attention)
+    "gguf_models/llama_gqa_untied/model-q8_0.gguf",       // Llama
+};
+
 inline std::vector<int32_t> prompt(int64_t n, int64_t vocab, int64_t salt) {
     std::vector<int32_t> t;
     for (int64_t i = 0; i < n; ++i) t.push_back(int32_t((i * 131 + 17 + salt * 53) % vocab));

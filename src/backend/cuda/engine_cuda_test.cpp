@@ -24,8 +24,7 @@ using namespace enginetest;
 #define SKIP_WITHOUT_GPU() \
     if (!gpu_available()) GTEST_SKIP() << "no CUDA device"
 
-const char* const kModels[] = {"gguf_models/qwen35_flat_gqa3_dkdv/model-q8_0.gguf",
-                               "gguf_models/llama_gqa_untied/model-q8_0.gguf"};
+const auto& kModels = kFixtures;
 
 std::unique_ptr<CausalLM> gpu_model(const std::string& rel, CudaOptions opt = {}) {
     auto cpu = load_model(std::string(EMBER_SOURCE_DIR) + "/tests/fixtures/" + rel);
