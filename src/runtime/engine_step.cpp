@@ -76,6 +76,7 @@ struct Round {
     int64_t room() const { return m.model.batch_kv_free(*m.batch) - reserve; }
     int64_t longest_fit(const EngineSeq& s, int64_t end_at, int64_t blocks) const;
     void make_room();
+    EngineSeq* last_holder(const EngineSeq* except) const;
     void preempt(EngineSeq& s);
     void unstick(EngineSeq& first_waiting);
     void count_prompt(const EngineSeq& s, int64_t at, int64_t n, bool cached);
@@ -125,13 +126,18 @@ void Round::make_room() {
             reserve = need;
             return;
         }
-        EngineSeq* victim = nullptr;  // a decode row needs a block, so some running sequence holds blocks
-        for (auto it = m.seqs.rbegin(); it != m.seqs.rend() && !victim; ++it)
-            if ((*it)->phase != Phase::ENDED && pos(**it) > 0) victim = it->get();
-        if (!victim) return;  // (cannot happen: a decoding sequence holds its blocks)
+        EngineSeq* victim = last_holder(nullptr);  // (never null: a decoding sequence holds its blocks)
+        if (!victim) return;
         preempt(*victim);
         free = m.model.batch_kv_free(*m.batch);
     }
+}
+
+// The running sequence admitted last that holds KV blocks (state at pos > 0), other than `except`; null if none.
+EngineSeq* Round::last_holder(const EngineSeq* except) const {
+    for (auto it = m.seqs.rbegin(); it != m.seqs.rend(); ++it)
+        if (it->get() != except && (*it)->phase != Phase::ENDED && pos(**it) > 0) return it->get();
+    return nullptr;
 }
 
 // Drops the sequence's state; it is recomputed from its tokens (prefill_chunk) when its blocks fit again.
@@ -153,10 +159,7 @@ void Round::preempt(EngineSeq& s) {
 // Nothing ran this step and `first` waits for blocks: the sequence admitted last that holds blocks gives them up,
 // or, when only kept (ended) sequences and `first` itself hold the pool, `first` cannot run and fails.
 void Round::unstick(EngineSeq& first) {
-    for (auto it = m.seqs.rbegin(); it != m.seqs.rend(); ++it) {
-        EngineSeq& v = **it;
-        if (&v != &first && v.phase != Phase::ENDED && pos(v) > 0) return preempt(v);
-    }
+    if (EngineSeq* v = last_holder(&first)) return preempt(*v);
     const int64_t at = pos(first), n = std::min(m.opt.prefill_chunk, int64_t(first.tokens.size()) - at);
     end(first, SequenceEnd::FAILED,
         strfmt("the KV cache pool is full: a prompt chunk at %lld tokens needs %lld more blocks, %lld are free and "

@@ -25,6 +25,9 @@ namespace {
 
 constexpr int64_t kMaxBatchSeqs = 4096;
 
+// KV pages a sequence of `len` tokens holds.
+int64_t pages_for(int64_t len) { return (len + kKvPage - 1) / kKvPage; }
+
 }  // namespace
 
 // The page pools go last in allocate(): every slot's full context when it fits in the GPU memory left (less a
@@ -32,7 +35,7 @@ constexpr int64_t kMaxBatchSeqs = 4096;
 Status CudaCausalLM::allocate_pages(CudaState& s, const DeviceAlloc& alloc) const {
     int64_t row_bytes = 0;  // K and V of one token, every attention layer
     for (int64_t e : s.kv_row_elems) row_bytes += 2 * e * s.kv_elem;
-    s.max_pages = (capacity_ + kKvPage - 1) / kKvPage;
+    s.max_pages = pages_for(capacity_);
     s.slot_pages.assign(size_t(s.slots), {});
     if (row_bytes == 0) return Status::ok();
     const int64_t page_bytes = row_bytes * kKvPage, want = s.slots * s.max_pages;
@@ -65,7 +68,7 @@ Status CudaCausalLM::allocate_pages(CudaState& s, const DeviceAlloc& alloc) cons
 Status ensure_pages(CudaState& s, int64_t slot, int64_t len) {
     if (!s.paged || s.n_pages == 0) return Status::ok();
     std::vector<int32_t>& mine = s.slot_pages[size_t(slot)];
-    const int64_t need = (len + kKvPage - 1) / kKvPage;
+    const int64_t need = pages_for(len);
     EMBER_REQUIRE(need <= s.max_pages, "KV pages: %lld tokens exceed the context of %lld", (long long)len,
                   (long long)(s.max_pages * kKvPage));
     const int64_t more = need - int64_t(mine.size());
@@ -179,7 +182,7 @@ int64_t CudaCausalLM::batch_kv_need(const BatchState& b, int64_t slot, int64_t l
     const auto* cb = dynamic_cast<const CudaBatch*>(&b);
     if (!cb || !cb->s.paged || cb->s.n_pages == 0 || slot < 0 || slot >= b.slots()) return 0;
     const int64_t held = int64_t(cb->s.slot_pages[size_t(slot)].size());
-    return std::max<int64_t>(0, (len + kKvPage - 1) / kKvPage - held);
+    return std::max<int64_t>(0, pages_for(len) - held);
 }
 
 Status CudaCausalLM::batch_reset(BatchState& b, int64_t slot) const {
