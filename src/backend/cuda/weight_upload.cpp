@@ -1,14 +1,18 @@
 // DeviceArena implementation.
 #include "backend/cuda/weight_upload.h"
 
+#include <cuda_runtime_api.h>
+
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
 
+#include "backend/cuda/cuda_check.h"
 #include "core/env.h"
 #include "ops/linear/linear.h"
 #include "ops/linear/linear_cuda.h"
+#include "ops/linear/linear_gemm_q.h"
 #include "ops/linear/weight_repack.h"
 #include "ops/linear/weight_tiles.h"
 
@@ -87,6 +91,29 @@ Expected<const void*> DeviceArena::put(const void* src, size_t bytes, const char
     return static_cast<const void*>(bufs_.back().get());
 }
 
+// The tensor-core GEMM's {s, b'} pairs (linear_gemm_q.h) made once here, so that no prefill or batched-decode call
+// re-derives them (H200, 2B, 64-row step: 97 of those kernels, 846 µs summed). They cost 8 bytes per row and group
+// (2B at group 64: ≈ 0.19 GB; 27B: ≈ 3.4 GB), so they are made only while at least 2 GiB of device memory stays
+// free besides them; EMBER_GEMM_PAIRS=0 never makes them (the GEMM then makes them per call, as before).
+Status DeviceArena::attach_pairs(Weight& d, const char* what) {
+    static const bool on = !env_off("EMBER_GEMM_PAIRS");
+    const size_t bytes = gemm_q_pairs_bytes(d);
+    if (!on || bytes == 0 || d.rows == 0) return Status::ok();
+    size_t free_b = 0, total = 0;
+    if (cudaMemGetInfo(&free_b, &total) != cudaSuccess || free_b < bytes + (size_t(2) << 30)) {
+        cudaGetLastError();
+        return Status::ok();
+    }
+    EMBER_ASSIGN(DeviceBuffer b, DeviceBuffer::alloc(bytes, what));
+    gemm_q_make_pairs(d, b.get(), nullptr);
+    CUDA_CHECK(cudaStreamSynchronize(nullptr));  // before any other stream reads them
+    d.gemm_pairs = b.get();
+    d.gemm_pairs_ld = gemm_q_pairs_ld(d);
+    bytes_ += static_cast<int64_t>(bytes);
+    bufs_.push_back(std::move(b));
+    return Status::ok();
+}
+
 Expected<Weight> DeviceArena::upload(const Weight& w0, const char* what) { return upload_impl(w0, what, true); }
 
 Expected<Weight> DeviceArena::upload_impl(const Weight& w0, const char* what, bool allow_tiles) {
@@ -106,6 +133,7 @@ Expected<Weight> DeviceArena::upload_impl(const Weight& w0, const char* what, bo
         size_t sb = static_cast<size_t>(w.rows * (w.cols / w.group_size)) * dtype_size(w.sb_dtype);
         EMBER_ASSIGN(d.scales, put(w.scales, sb, what));
         EMBER_ASSIGN(d.biases, put(w.biases, sb, what));
+        EMBER_TRY(attach_pairs(d, what));
     }
     return d;
 }
@@ -135,6 +163,7 @@ Expected<Weight> DeviceArena::upload_stacked(const std::vector<const Weight*>& p
     if (d.format == WeightFormat::AFFINE) {
         EMBER_ASSIGN(d.scales, stack(&Weight::scales, d.row_sb_bytes(), true));
         EMBER_ASSIGN(d.biases, stack(&Weight::biases, d.row_sb_bytes(), true));
+        EMBER_TRY(attach_pairs(d, what));
     }
     return d;
 }

@@ -41,6 +41,7 @@ public:
 private:
     bool repack_all_ = false;
     Expected<Weight> upload_impl(const Weight& w, const char* what, bool allow_tiles);
+    Status attach_pairs(Weight& d, const char* what);
     Expected<const void*> put(const void* src, size_t bytes, const char* what);
     std::vector<DeviceBuffer> bufs_;
     int64_t bytes_ = 0;

@@ -54,6 +54,8 @@
 #include "core/check.h"
 #include "core/env.h"
 #include "ops/gated_delta_rule/gdn_cuda_device.cuh"
+#include "ops/gated_delta_rule/gdn_rows_cuda.h"
+#include "ops/linear/linear_cuda.h"
 
 namespace ember::cuda {
 
@@ -540,7 +542,7 @@ void gated_delta_net_step(const GdnDecodeArgs& args, int64_t T, cudaStream_t str
 }
 
 void gated_delta_net_step_rows(const GdnDecodeArgs& args, const int32_t* rows_dev, int64_t conv_stride,
-                               int64_t S_stride, int64_t n_rows, cudaStream_t stream) {
+                               int64_t S_stride, int64_t n_rows, cudaStream_t stream, GdnRowsKernel kernel) {
     EMBER_CHECK(n_rows >= 0 && n_rows <= 65535, "gdn cuda: n_rows=%lld not in 0..65535", (long long)n_rows);
     Plan pl = make_plan(args);
     const GdnShape& s = args.shape;
@@ -551,6 +553,16 @@ void gated_delta_net_step_rows(const GdnDecodeArgs& args, const int32_t* rows_de
     if (n_rows == 0) return;
     check_pointers(args);
     EMBER_CHECK(rows_dev != nullptr, "gdn cuda: null rows");
+    if (kernel == GdnRowsKernel::AUTO) {  // the head kernel once its blocks fill every SM
+        static const int forced = env_is("EMBER_GDN_ROWS", "head") ? 2 : env_is("EMBER_GDN_ROWS", "slice") ? 1 : 0;
+        kernel = forced == 2 ? GdnRowsKernel::HEAD
+                 : forced == 1 ? GdnRowsKernel::SLICE
+                 : n_rows * s.nv >= detail::sm_count() ? GdnRowsKernel::HEAD : GdnRowsKernel::SLICE;
+    }
+    if (kernel == GdnRowsKernel::HEAD && gdn_rows_head_supported(args)) {
+        gdn_rows_head(args, rows_dev, conv_stride, S_stride, n_rows, stream);
+        return;
+    }
     pl.vec = pl.vec && S_stride % 4 == 0;  // every slot's S 16-byte aligned, not only slot 0's
     launch(args, 1, pl, Rows{rows_dev, conv_stride, S_stride}, n_rows, stream);
 }

@@ -42,12 +42,18 @@ void gated_delta_net_step(const GdnDecodeArgs& args, int64_t T, cudaStream_t str
 // gated_delta_net_step on row r of qkv / z / a / b / y (row strides as for T = n_rows tokens), with that
 // sequence's state at args.conv_state + slot·conv_stride and args.S + slot·S_stride (floats), where
 // slot = rows_dev[2·r] (device int32 array of (slot, position) pairs; the position is not used here).
-// Rows must name distinct slots. Same kernel, same numerics as gated_delta_net_step with T = 1 (a row's result
-// is bit-identical to the single-sequence call on that state). Graph-capturable (rows_dev read at run time).
+// Rows must name distinct slots. Two kernels (`kernel`; AUTO: the rule below, or EMBER_GDN_ROWS=slice|head):
+//   SLICE: the single-sequence kernel with T = 1 per row (a row's result is bit-identical to the single-sequence
+//          call on that state); the fewer rows, the better it fills the GPU.
+//   HEAD:  a block per (row, value head) with the whole head's state in registers (gdn_rows_cuda.h; dk, dv ≤ 128):
+//          the same math in other fp32 summation orders; AUTO takes it from n_rows·nv ≥ one block per SM.
+// Graph-capturable (rows_dev read at run time).
 // Checked: 0 ≤ n_rows ≤ 65535 (n_rows = 0 does nothing), conv_stride ≥ (K−1)·conv_dim, S_stride ≥ nv·dk·dv; the
 // slots themselves are not range-checked (device memory). Fast float4 state path when args.S is 16-byte aligned
 // and S_stride % 4 == 0, else scalar (same results). A graph captures n_rows and the pointers, not the slots.
+enum class GdnRowsKernel { AUTO, SLICE, HEAD };
 void gated_delta_net_step_rows(const GdnDecodeArgs& args, const int32_t* rows_dev, int64_t conv_stride,
-                               int64_t S_stride, int64_t n_rows, cudaStream_t stream);
+                               int64_t S_stride, int64_t n_rows, cudaStream_t stream,
+                               GdnRowsKernel kernel = GdnRowsKernel::AUTO);
 
 }  // namespace ember::cuda

@@ -226,11 +226,17 @@ StepOut single_call(const Layer& L, const Inputs& in1) {
 // Expected outputs of the rows call naming `slots` (row r ↔ slots[r]) on pool P with inputs `in`: y [n_rows, nv·dv]
 // and the pool after it, from single-sequence GPU calls on copies of each slot's state; each single call is also
 // checked against the CPU composition within the usual budget.
+// (`cpu`, when given: the same from the CPU composition.)
+struct CpuRows {
+    std::vector<float> y;
+    Pool after;
+};
 void expected_rows(const Layer& W, const Pool& P, const Inputs& in, const std::vector<int32_t>& slots,
-                   std::vector<float>* y, Pool* after, double* worst) {
+                   std::vector<float>* y, Pool* after, double* worst, CpuRows* cpu = nullptr) {
     const size_t ny = W.s.nv * W.s.dv;
     *after = P;
     y->assign(slots.size() * ny, 0.f);
+    if (cpu) cpu->after = P, cpu->y.assign(slots.size() * ny, 0.f);
     for (size_t r = 0; r < slots.size(); ++r) {
         SCOPED_TRACE(testing::Message() << "row " << r << " slot " << slots[r]);
         Layer L = slot_layer(W, P, slots[r]);
@@ -244,7 +250,29 @@ void expected_rows(const Layer& W, const Pool& P, const Inputs& in, const std::v
         std::copy(g.y.begin(), g.y.end(), y->begin() + r * ny);
         std::copy(g.S.begin(), g.S.end(), after->S.begin() + slots[r] * P.S_stride);
         std::copy(g.conv.begin(), g.conv.end(), after->conv.begin() + slots[r] * P.conv_stride);
+        if (cpu) {
+            std::copy(y_cpu.begin(), y_cpu.end(), cpu->y.begin() + r * ny);
+            std::copy(L.S.begin(), L.S.end(), cpu->after.S.begin() + slots[r] * P.S_stride);
+            std::copy(L.conv_state.begin(), L.conv_state.end(), cpu->after.conv.begin() + slots[r] * P.conv_stride);
+        }
     }
+}
+
+// A pool after the head kernel against the CPU's: the named slots' states within `tol`, everything else (unused
+// slots, padding: the poison) bit for bit.
+void expect_pool_close(const std::vector<float>& got, const Pool& want, const std::vector<int32_t>& slots,
+                       int64_t S_size, double tol, double* worst) {
+    ASSERT_EQ(got.size(), want.S.size());
+    std::vector<float> rest_got = got, rest_want = want.S;
+    for (int32_t sl : slots) {
+        const auto b = static_cast<size_t>(sl * want.S_stride);
+        const std::vector<float> g(got.begin() + b, got.begin() + b + S_size),
+            w(want.S.begin() + b, want.S.begin() + b + S_size);
+        expect_close("S of a named slot vs CPU", g, w, tol, worst);
+        std::fill_n(rest_got.begin() + b, S_size, 0.f);
+        std::fill_n(rest_want.begin() + b, S_size, 0.f);
+    }
+    expect_equal("S pool outside the named slots", rest_got, rest_want);
 }
 
 // Device rows array of (slot, position) pairs; positions are arbitrary (unused by the GDN step).
@@ -257,9 +285,10 @@ std::vector<int32_t> rows_pairs(const std::vector<int32_t>& slots) {
     return v;
 }
 
-// Every row of the batched call equals the single-sequence call on that slot's state bit for bit (y, S, conv
-// state), and the CPU composition within the budget; unused slots and the padding between slots stay untouched.
-// Odd S padding on one shape exercises the scalar state path (S_stride % 4 ≠ 0) against the float4 single call.
+// Both rows kernels. SLICE: every row equals the single-sequence call on that slot's state bit for bit (y, S, conv
+// state), which is itself checked against the CPU composition within the budget. HEAD: y and S against the CPU
+// composition within the same budget, the conv state bit for bit. Both: unused slots and the padding between
+// slots stay untouched (poisoned). Odd S padding on one shape exercises the scalar state path (S_stride % 4 ≠ 0).
 TEST(GdnCuda, RowsMatchSingleSequenceCalls) {
     SKIP_WITHOUT_GPU();
     struct Case {
@@ -277,19 +306,23 @@ TEST(GdnCuda, RowsMatchSingleSequenceCalls) {
     const std::vector<std::vector<int32_t>> subsets = {{4}, {5, 0, 3}, {6, 2, 0, 5, 3}};
     constexpr int kSlots = 7;
     uint32_t seed = 5000;
-    double worst = 0;
+    double worst = 0, worst_head = 0;
+    for (GdnRowsKernel kern : {GdnRowsKernel::SLICE, GdnRowsKernel::HEAD})
     for (const Case& c : cases)
         for (const std::vector<int32_t>& slots : subsets) {
             const GdnShape& s = c.sc.s;
-            SCOPED_TRACE(testing::Message() << shape_str(s, c.sc.K) << " pads " << c.conv_pad << "/" << c.S_pad
-                                            << " n_rows " << slots.size() << " seed " << seed);
+            const bool head = kern == GdnRowsKernel::HEAD;
+            SCOPED_TRACE(testing::Message() << (head ? "head" : "slice") << " kernel, " << shape_str(s, c.sc.K)
+                                            << " pads " << c.conv_pad << "/" << c.S_pad << " n_rows "
+                                            << slots.size() << " seed " << seed);
             const Layer W = make_layer(s, c.sc.K, seed++);
             const Pool P = make_pool(W, kSlots, c.conv_pad, c.S_pad, seed++);
             const int64_t n_rows = static_cast<int64_t>(slots.size());
             const Inputs in = make_inputs(W, n_rows, seed++);
             std::vector<float> y_want;
             Pool want;
-            expected_rows(W, P, in, slots, &y_want, &want, &worst);
+            CpuRows cpu;
+            expected_rows(W, P, in, slots, &y_want, &want, &worst, &cpu);
             if (HasFatalFailure()) return;
 
             DevLayer dw(W);
@@ -298,15 +331,24 @@ TEST(GdnCuda, RowsMatchSingleSequenceCalls) {
             auto rows_b = upload(rows_pairs(slots), "gdn test rows");
             ASSERT_TRUE(rows_b.is_ok());
             const GdnDecodeArgs a = pool_args(W, dw, din, conv_d, S_d);
-            gated_delta_net_step_rows(a, rows_b.value().as<int32_t>(), P.conv_stride, P.S_stride, n_rows, nullptr);
+            gated_delta_net_step_rows(a, rows_b.value().as<int32_t>(), P.conv_stride, P.S_stride, n_rows, nullptr,
+                                      kern);
             CUDA_CHECK(cudaGetLastError());
             CUDA_CHECK(cudaDeviceSynchronize());
-            expect_equal("y", download<float>(din.y, y_want.size()), y_want);
-            expect_equal("S pool", download<float>(S_d, P.S.size()), want.S);
+            if (head) {
+                const double tol = budget(W.s, W.K, 1);
+                expect_close("y vs CPU", download<float>(din.y, y_want.size()), cpu.y, tol, &worst_head);
+                expect_pool_close(download<float>(S_d, P.S.size()), cpu.after, slots,
+                                  static_cast<int64_t>(W.S.size()), tol, &worst_head);
+            } else {
+                expect_equal("y", download<float>(din.y, y_want.size()), y_want);
+                expect_equal("S pool", download<float>(S_d, P.S.size()), want.S);
+            }
             expect_equal("conv pool", download<float>(conv_d, P.conv.size()), want.conv);
             if (HasFatalFailure()) return;
         }
-    std::printf("rows (single calls vs CPU): worst error / budget = %.3f\n", worst);
+    std::printf("rows (single calls vs CPU): worst error / budget = %.3f; head kernel vs CPU: %.3f\n", worst,
+                worst_head);
 }
 
 TEST(GdnCuda, RowsZeroRowsIsNoOp) {
@@ -332,47 +374,72 @@ TEST(GdnCuda, RowsGraphReadsRowsAtRunTime) {
     const Pool P0 = make_pool(W, 7, 3, 4, 22);
     const std::vector<int32_t> first = {1, 6, 4}, second = {5, 0, 2};  // disjoint: slot 3 is never named
     const Inputs in = make_inputs(W, 3, 23);
-    std::vector<float> y1, y2;
-    Pool P1, P2;
-    expected_rows(W, P0, in, first, &y1, &P1, nullptr);
-    expected_rows(W, P1, in, second, &y2, &P2, nullptr);
-    if (HasFatalFailure()) return;
+    for (GdnRowsKernel kern : {GdnRowsKernel::SLICE, GdnRowsKernel::HEAD}) {
+        SCOPED_TRACE(kern == GdnRowsKernel::HEAD ? "head kernel" : "slice kernel");
+        DevLayer dw(W);
+        // Expected: direct rows calls of the same kernel on another copy of the pool (the slice kernel's rows are
+        // checked against single-sequence calls, the head kernel's against the CPU, in RowsMatchSingleSequenceCalls).
+        std::vector<float> y1, y2;
+        std::vector<float> S1, S2, c1, c2;
+        {
+            DeviceBuffer conv_d = dev(P0.conv), S_d = dev(P0.S);
+            DevInputs din(in, 3 * s.nv * s.dv);
+            auto rb = upload(rows_pairs(first), "gdn test rows");
+            ASSERT_TRUE(rb.is_ok());
+            const GdnDecodeArgs a = pool_args(W, dw, din, conv_d, S_d);
+            gated_delta_net_step_rows(a, rb.value().as<int32_t>(), P0.conv_stride, P0.S_stride, 3, nullptr, kern);
+            CUDA_CHECK(cudaDeviceSynchronize());
+            y1 = download<float>(din.y, 3 * s.nv * s.dv), S1 = download<float>(S_d, P0.S.size());
+            c1 = download<float>(conv_d, P0.conv.size());
+            const std::vector<int32_t> p2 = rows_pairs(second);
+            copy_to_device(rb.value().get(), p2.data(), p2.size() * sizeof(int32_t));
+            gated_delta_net_step_rows(a, rb.value().as<int32_t>(), P0.conv_stride, P0.S_stride, 3, nullptr, kern);
+            CUDA_CHECK(cudaDeviceSynchronize());
+            y2 = download<float>(din.y, 3 * s.nv * s.dv), S2 = download<float>(S_d, P0.S.size());
+            c2 = download<float>(conv_d, P0.conv.size());
+        }
+        // Each call advanced only its named slots (slot 3, never named, keeps its state).
+        {
+            const size_t b = 3 * P0.S_stride;
+            EXPECT_EQ(std::memcmp(S2.data() + b, P0.S.data() + b, W.S.size() * sizeof(float)), 0);
+            EXPECT_NE(std::memcmp(S1.data() + P0.S_stride, P0.S.data() + P0.S_stride, W.S.size() * sizeof(float)), 0);
+        }
 
-    cudaStream_t stream;
-    CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-    DevLayer dw(W);
-    DeviceBuffer conv_d = dev(P0.conv), S_d = dev(P0.S);
-    DevInputs din(in, y1.size());
-    auto rows_b = upload(rows_pairs(first), "gdn test rows");
-    ASSERT_TRUE(rows_b.is_ok());
-    const GdnDecodeArgs a = pool_args(W, dw, din, conv_d, S_d);
-    cudaGraph_t graph;
-    cudaGraphExec_t exec;
-    CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
-    gated_delta_net_step_rows(a, rows_b.value().as<int32_t>(), P0.conv_stride, P0.S_stride, 3, stream);
-    CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
-    CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-    CUDA_CHECK(cudaStreamSynchronize(stream));
-    expect_equal("S pool after capture", download<float>(S_d, P0.S.size()), P0.S);
+        cudaStream_t stream;
+        CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+        DeviceBuffer conv_d = dev(P0.conv), S_d = dev(P0.S);
+        DevInputs din(in, y1.size());
+        auto rows_b = upload(rows_pairs(first), "gdn test rows");
+        ASSERT_TRUE(rows_b.is_ok());
+        const GdnDecodeArgs a = pool_args(W, dw, din, conv_d, S_d);
+        cudaGraph_t graph;
+        cudaGraphExec_t exec;
+        CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+        gated_delta_net_step_rows(a, rows_b.value().as<int32_t>(), P0.conv_stride, P0.S_stride, 3, stream, kern);
+        CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+        CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+        CUDA_CHECK(cudaStreamSynchronize(stream));
+        expect_equal("S pool after capture", download<float>(S_d, P0.S.size()), P0.S);
 
-    CUDA_CHECK(cudaGraphLaunch(exec, stream));
-    CUDA_CHECK(cudaStreamSynchronize(stream));
-    expect_equal("y, replay 1", download<float>(din.y, y1.size()), y1);
-    expect_equal("S pool, replay 1", download<float>(S_d, P0.S.size()), P1.S);
-    expect_equal("conv pool, replay 1", download<float>(conv_d, P0.conv.size()), P1.conv);
+        CUDA_CHECK(cudaGraphLaunch(exec, stream));
+        CUDA_CHECK(cudaStreamSynchronize(stream));
+        expect_equal("y, replay 1", download<float>(din.y, y1.size()), y1);
+        expect_equal("S pool, replay 1", download<float>(S_d, P0.S.size()), S1);
+        expect_equal("conv pool, replay 1", download<float>(conv_d, P0.conv.size()), c1);
 
-    const std::vector<int32_t> pairs2 = rows_pairs(second);
-    CUDA_CHECK(cudaMemcpyAsync(rows_b.value().get(), pairs2.data(), pairs2.size() * sizeof(int32_t),
-                               cudaMemcpyHostToDevice, stream));
-    CUDA_CHECK(cudaGraphLaunch(exec, stream));
-    CUDA_CHECK(cudaStreamSynchronize(stream));
-    expect_equal("y, replay 2", download<float>(din.y, y2.size()), y2);
-    expect_equal("S pool, replay 2", download<float>(S_d, P0.S.size()), P2.S);
-    expect_equal("conv pool, replay 2", download<float>(conv_d, P0.conv.size()), P2.conv);
+        const std::vector<int32_t> pairs2 = rows_pairs(second);
+        CUDA_CHECK(cudaMemcpyAsync(rows_b.value().get(), pairs2.data(), pairs2.size() * sizeof(int32_t),
+                                   cudaMemcpyHostToDevice, stream));
+        CUDA_CHECK(cudaGraphLaunch(exec, stream));
+        CUDA_CHECK(cudaStreamSynchronize(stream));
+        expect_equal("y, replay 2", download<float>(din.y, y2.size()), y2);
+        expect_equal("S pool, replay 2", download<float>(S_d, P0.S.size()), S2);
+        expect_equal("conv pool, replay 2", download<float>(conv_d, P0.conv.size()), c2);
 
-    CUDA_CHECK(cudaGraphExecDestroy(exec));
-    CUDA_CHECK(cudaGraphDestroy(graph));
-    CUDA_CHECK(cudaStreamDestroy(stream));
+        CUDA_CHECK(cudaGraphExecDestroy(exec));
+        CUDA_CHECK(cudaGraphDestroy(graph));
+        CUDA_CHECK(cudaStreamDestroy(stream));
+    }
 }
 
 // ---- timing (run with --gtest_also_run_disabled_tests --gtest_filter='*GdnCuda*Bench*') ----

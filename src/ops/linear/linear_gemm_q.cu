@@ -30,7 +30,9 @@
 //    8t + 2s + h + 4e. The prep kernel writes x in that order; a dot product over a group does not depend on the
 //    order, and every group is a whole number of spans (group ≥ 32).
 //  - K split: blockIdx.z takes a contiguous range of whole groups' stages and writes fp32 partials; a reduction
-//    kernel sums the splits in order (deterministic).
+//    kernel sums the splits in order (deterministic). (Tried and dropped, 2026-12-06: the block that finishes a
+//    tile's last slice summing the partials itself, a counter per tile, no second launch — H100, 2B at 64 rows:
+//    15,937 vs 17,618 tok/s with the reduction kernel: one block's serial sum of a whole tile outlasts a launch.)
 #include "ops/linear/linear_gemm_q.h"
 
 #include <cuda_bf16.h>
@@ -260,17 +262,17 @@ __global__ void gemm_prep_x(const float* __restrict__ x, int M, int K, int gs, i
     }
 }
 
-// Scales and biases [N, ng] (bf16 / f16 / f32) → pre-tiled {s, b − off·s} f32 pairs (Args::sbt: per row tile and
-// stage [2][BW], entry j holding the group the stage closes — group 32: groups 2·st + j; 64: st at j = 0; 128:
-// st / 2 at j = 0 of odd stages; zeros for rows ≥ N and for a group 32 past the last, the ragged half stage). Only
-// those entries are written: the others are never read. A block transposes 32 rows × 32 groups through shared
-// memory, so that both the reads (along a row's groups) and the writes (along the tile's rows) are coalesced (the
-// direct form, a thread per output entry reading its own row's scale, fetched 16× the bytes; H200, 2B pp512, ncu:
-// 802 → 712 µs over 162 calls — what is left is mostly launch latency). (Reading the scales in the producer warp
-// instead, no prep at all, was tried: 2× slower GEMMs — 256 scattered 2-byte loads per stage and block.)
+// Scales and biases [N, ng] (bf16 / f16 / f32) → {s, b − off·s} f32 pairs transposed, [ng][ld] (Args::sbt: group
+// g's pairs of all rows contiguous, rows N .. ld − 1 zeros), so that a block's BW rows of a group are one bulk copy
+// for every tile width — the layout does not depend on the plan, and gemm_q_make_pairs makes it once at upload.
+// A block transposes 32 rows × 32 groups through shared memory, so that both the reads (along a row's groups)
+// and the writes (along the rows) are coalesced (the direct form, a thread per output entry reading its own
+// row's scale, fetched 16× the bytes; H200, 2B pp512, ncu: 802 → 712 µs over 162 calls). (Reading the scales in
+// the producer warp instead, no prep at all, was tried: 2× slower GEMMs — 256 scattered 2-byte loads per stage
+// and block.)
 template <class ST>
-__global__ void gemm_prep_sb(const ST* __restrict__ sc, const ST* __restrict__ bi, int N, int ng, int gs, int BW,
-                             int stages, float off, float2* __restrict__ out) {
+__global__ void gemm_prep_sb(const ST* __restrict__ sc, const ST* __restrict__ bi, int N, int ng, int ngw, int ld,
+                             float off, float2* __restrict__ out) {
     __shared__ float2 tile[32][33];
     const int r0 = int(blockIdx.x) * 32, g0 = int(blockIdx.y) * 32;
     const int tx = int(threadIdx.x) & 31, ty = int(threadIdx.x) >> 5;  // 256 threads: 8 rows or groups a pass
@@ -284,13 +286,9 @@ __global__ void gemm_prep_sb(const ST* __restrict__ sc, const ST* __restrict__ b
         tile[i][tx] = v;
     }
     __syncthreads();
-    const int rows = (N + BW - 1) / BW * BW;  // through the last row tile's padding
     for (int i = ty; i < 32; i += 8) {
         const int g = g0 + i, n = r0 + tx;
-        const int st = gs == 32 ? g >> 1 : gs == 64 ? g : 2 * g + 1, j = gs == 32 ? (g & 1) : 0;
-        if (n >= rows || st >= stages) continue;
-        const int rt = n / BW;
-        out[((int64_t(rt) * stages + st) * 2 + j) * BW + (n - rt * BW)] = tile[tx][i];
+        if (n < ld && g < ngw) out[int64_t(g) * ld + n] = tile[tx][i];  // zeros for g ≥ ng (pairs_groups)
     }
 }
 
@@ -470,9 +468,48 @@ GemmPlan gemm_q_plan(const Weight& W, int64_t n, const GemmPlan& force) {
     return best;
 }
 
+// Rows of the transposed pairs (gemm_prep_sb): every row tile of every plan reads within them (BW ≤ 448); even,
+// so that each group's range of a tile starts 16-byte aligned.
+static int64_t pairs_ld(int64_t rows) { return (rows + 448 + 1) / 2 * 2; }
+// Groups of the layout: group 32 with an odd count has one more, of zeros (the second half of the ragged last
+// stage is copied like any other; its products are zeros, and so must its pairs be).
+static int64_t pairs_groups(const Weight& W) {
+    const int64_t ng = W.cols / W.group_size;
+    return ng + (W.group_size == 32 && ng % 2 ? 1 : 0);
+}
+
+// The {s, b'} pairs of W transposed into `out` ([ng][ld] float2, gemm_prep_sb).
+static void launch_prep_sb(const Weight& W, float2* out, int64_t ld, cudaStream_t stream) {
+    const float off = W.bits == 4 ? 16.f : 0.f;
+    const int64_t ng = W.cols / W.group_size;
+    EMBER_CHECK(ng <= 65535 * 32 && ld < (int64_t(1) << 31), "gemm_q: %lld rows × %lld groups: too many",
+                (long long)W.rows, (long long)ng);
+    const int64_t gw = pairs_groups(W);
+    const dim3 g(unsigned((ld + 31) / 32), unsigned((gw + 31) / 32));
+    const int N = int(W.rows), G = int(ng), L = int(ld), GW = int(gw);
+    if (W.sb_dtype == DType::F32)
+        gemm_prep_sb<float><<<g, 256, 0, stream>>>(static_cast<const float*>(W.scales),
+                                                   static_cast<const float*>(W.biases), N, G, GW, L, off, out);
+    else if (W.sb_dtype == DType::F16)
+        gemm_prep_sb<__half><<<g, 256, 0, stream>>>(static_cast<const __half*>(W.scales),
+                                                    static_cast<const __half*>(W.biases), N, G, GW, L, off, out);
+    else
+        gemm_prep_sb<__nv_bfloat16><<<g, 256, 0, stream>>>(static_cast<const __nv_bfloat16*>(W.scales),
+                                                           static_cast<const __nv_bfloat16*>(W.biases), N, G, GW, L,
+                                                           off, out);
+    CUDA_CHECK(cudaGetLastError());
+}
+
+// W's pairs made at upload, in a form the kernels can read (a rows_view starting at an odd row cannot: its bulk
+// copies would not be 16-byte aligned).
+static bool gemm_q_pairs_usable(const Weight& W) {
+    return W.gemm_pairs && W.gemm_pairs_ld >= pairs_ld(W.rows) && W.gemm_pairs_ld % 2 == 0 &&
+           (reinterpret_cast<uintptr_t>(W.gemm_pairs) & 15u) == 0;
+}
+
 // Workspace layout (each part 256-aligned): pre-tiled x (≤ (n + 128) rows × stages × 256 bytes), x sums
-// (≤ (n + 128) × stages × 8), {s, b'} pairs (≤ (rows + 448) × stages × 16), K-split partials (partial_budget). The
-// bounds hold for every tile (BT ≤ 128, BW ≤ 448) and grow with n.
+// (≤ (n + 128) × stages × 8), {s, b'} pairs ([groups][pairs_ld(rows)] float2; unused when W brings its own), K-split
+// partials (partial_budget). The bounds hold for every tile (BT ≤ 128, BW ≤ 448) and grow with n.
 struct WsLayout {
     size_t xt, xst, sbt, part, total;
 };
@@ -482,13 +519,26 @@ WsLayout ws_layout(const Weight& W, int64_t n, const GemmPlan& p) {
     l.xt = 0;
     l.xst = l.xt + align256(rows * st * 256);
     l.sbt = l.xst + align256(rows * st * 8);
-    l.part = l.sbt + align256((size_t(W.rows) + 448) * st * 16);
+    l.part = l.sbt + align256(size_t(pairs_ld(W.rows)) * size_t(pairs_groups(W)) * 8);
     l.total = l.part + align256(std::max(partial_budget(W, n), p.split > 1 ? size_t(p.split) * size_t(n) * size_t(W.rows) * 4 : 0));
     return l;
 }
 
 size_t gemm_q_workspace_bytes(const Weight& W, int64_t n, const GemmPlan& force) {
     return 256 + ws_layout(W, n, gemm_q_plan(W, n, force)).total;
+}
+
+size_t gemm_q_pairs_bytes(const Weight& W) {
+    return gemm_q_supported(W) ? size_t(pairs_ld(W.rows)) * size_t(pairs_groups(W)) * 8 : 0;
+}
+
+int64_t gemm_q_pairs_ld(const Weight& W) { return gemm_q_supported(W) ? pairs_ld(W.rows) : 0; }
+
+void gemm_q_make_pairs(const Weight& W, void* dst, cudaStream_t stream) {
+    EMBER_CHECK(gemm_q_supported(W) && dst && (reinterpret_cast<uintptr_t>(dst) & 15u) == 0,
+                "gemm_q_make_pairs: unsupported weight or unaligned destination");
+    if (W.rows == 0) return;
+    launch_prep_sb(W, static_cast<float2*>(dst), pairs_ld(W.rows), stream);
 }
 
 const char* gemm_q_describe(const Weight& W, int64_t n, char* buf, size_t buf_bytes, const GemmPlan& force) {
@@ -524,42 +574,13 @@ void gemm_q_impl(const Weight& W, const float* x, int64_t n, const GemmOutSplit&
     const WsLayout l = ws_layout(W, n, p);
     const int stages = stages_of(W);
     const int64_t ng = W.cols / W.group_size;
-    {
-        const int64_t threads = ((n + ci.bt - 1) / ci.bt) * ci.bt * 2 * stages * 4;  // (row, span, quarter)
-        const unsigned g = unsigned(std::clamp<int64_t>((threads + 255) / 256, 1, 8192));
-        const bool vec = (reinterpret_cast<uintptr_t>(x) & 15u) == 0;
-        auto* xst = reinterpret_cast<float*>(ws + l.xst);
-        if (hilo)
-            gemm_prep_x<true><<<g, 256, 0, stream>>>(x, int(n), int(W.cols), W.group_size, ci.bt, stages, vec, ws + l.xt, xst);
-        else
-            gemm_prep_x<false><<<g, 256, 0, stream>>>(x, int(n), int(W.cols), W.group_size, ci.bt, stages, vec, ws + l.xt, xst);
-        CUDA_CHECK(cudaGetLastError());
-    }
-    {
-        const float off = W.bits == 4 ? 16.f : 0.f;
-        const int gp = W.group_size == 32 ? 2 * stages : W.group_size == 64 ? stages : stages / 2;  // groups closed
-        const int64_t rows = (W.rows + ci.bw - 1) / ci.bw * ci.bw;
-        EMBER_CHECK(gp <= 65535 * 32, "gemm_q: %lld columns in groups of %d: too many groups", (long long)W.cols,
-                    W.group_size);
-        const dim3 g(unsigned((rows + 31) / 32), unsigned((gp + 31) / 32));
-        auto* out = reinterpret_cast<float2*>(ws + l.sbt);
-        const int N = int(W.rows), G = int(ng), gs = W.group_size, bw = ci.bw;
-        if (W.sb_dtype == DType::F32)
-            gemm_prep_sb<float><<<g, 256, 0, stream>>>(static_cast<const float*>(W.scales),
-                                                       static_cast<const float*>(W.biases), N, G, gs, bw, stages, off, out);
-        else if (W.sb_dtype == DType::F16)
-            gemm_prep_sb<__half><<<g, 256, 0, stream>>>(static_cast<const __half*>(W.scales),
-                                                        static_cast<const __half*>(W.biases), N, G, gs, bw, stages, off, out);
-        else
-            gemm_prep_sb<__nv_bfloat16><<<g, 256, 0, stream>>>(static_cast<const __nv_bfloat16*>(W.scales),
-                                                               static_cast<const __nv_bfloat16*>(W.biases), N, G, gs, bw,
-                                                               stages, off, out);
-        CUDA_CHECK(cudaGetLastError());
-    }
-    float* part = reinterpret_cast<float*>(ws + l.part);
+    const bool own_pairs = gemm_q_pairs_usable(W);  // made at upload (gemm_q_make_pairs)
     Args a{};
     a.w = static_cast<const uint8_t*>(W.data);
-    a.xt = ws + l.xt, a.sbt = ws + l.sbt, a.xst = ws + l.xst;
+    a.xt = ws + l.xt, a.xst = ws + l.xst;
+    a.sbt = own_pairs ? static_cast<const uint8_t*>(W.gemm_pairs) : ws + l.sbt;
+    a.sb_ld = own_pairs ? W.gemm_pairs_ld : pairs_ld(W.rows);
+    a.gs = W.group_size, a.ng = int(ng);
     a.M = int(n), a.N = int(W.rows), a.K = int(W.cols);
     a.row_bytes = int(W.cols * W.bits / 8);
     a.stages = stages;
@@ -571,12 +592,27 @@ void gemm_q_impl(const Weight& W, const float* x, int64_t n, const GemmOutSplit&
     Args ao = a;
     ao.y = out.y[0], ao.y1 = out.y[1], ao.y2 = out.y[2], ao.y3 = out.y[3];
     for (int k = 0; k < 3; ++k) ao.yend[k] = k + 1 < out.parts ? int(out.end[k]) : INT_MAX;
+    float* part = reinterpret_cast<float*>(ws + l.part);
     if (split > 1) {
         a.y = part, a.y1 = a.y2 = a.y3 = nullptr;
         a.yend[0] = a.yend[1] = a.yend[2] = INT_MAX;
     } else {
         a = ao;
     }
+    {
+        const int64_t threads = ((n + ci.bt - 1) / ci.bt) * ci.bt * 2 * stages * 4;  // (row, span, quarter)
+        const unsigned g = unsigned(std::clamp<int64_t>((threads + 255) / 256, 1, 8192));
+        const bool vec = (reinterpret_cast<uintptr_t>(x) & 15u) == 0;
+        auto* xst = reinterpret_cast<float*>(ws + l.xst);
+        if (hilo)
+            gemm_prep_x<true><<<g, 256, 0, stream>>>(x, int(n), int(W.cols), W.group_size, ci.bt, stages, vec, ws + l.xt,
+                                                     xst);
+        else
+            gemm_prep_x<false><<<g, 256, 0, stream>>>(x, int(n), int(W.cols), W.group_size, ci.bt, stages, vec,
+                                                      ws + l.xt, xst);
+        CUDA_CHECK(cudaGetLastError());
+    }
+    if (!own_pairs) launch_prep_sb(W, reinterpret_cast<float2*>(ws + l.sbt), pairs_ld(W.rows), stream);
     const int gs = W.group_size;
     if (W.bits == 4) {
         if (hilo) launch_bits<4, true>(p.config, a, gs, split, stream);

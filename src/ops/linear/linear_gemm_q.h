@@ -55,6 +55,13 @@ void gemm_q(const Weight& W, const float* x, int64_t n, float* y, cudaStream_t s
 void gemm_q_split_out(const Weight& W, const float* x, int64_t n, const GemmOutSplit& out, cudaStream_t stream,
                       void* workspace, size_t workspace_bytes, GemmPrecision prec = GemmPrecision::FP32,
                       const GemmPlan& force = {});
+// The {s, b − off·s} pairs a weight can bring (Weight::gemm_pairs / gemm_pairs_ld), so that no call re-derives them
+// from the scales and biases (one kernel and ≈ 12 bytes of traffic per row and group per call): bytes (0 when
+// !gemm_q_supported(W)), the layout's row count, and the kernel that writes them into `dst` (16-byte aligned,
+// gemm_q_pairs_bytes(W) bytes) on `stream`.
+size_t gemm_q_pairs_bytes(const Weight& W);
+int64_t gemm_q_pairs_ld(const Weight& W);
+void gemm_q_make_pairs(const Weight& W, void* dst, cudaStream_t stream);
 // "gemm q4 256x64 split2 stages4" for benchmark tables.
 const char* gemm_q_describe(const Weight& W, int64_t n, char* buf, size_t buf_bytes, const GemmPlan& force = {});
 // Number of block-tile configurations (tests force each one).

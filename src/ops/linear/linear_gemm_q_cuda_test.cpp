@@ -1,7 +1,7 @@
 // Tests of the tensor-core affine GEMM (linear_gemm_q.h) against the fp64 reference (linear_ref) on random
 // weights: every block tile forced, K splits, 4/8-bit, groups 32/64/128, bf16/f16/f32 scales, ragged rows,
 // tokens and columns (K % 64 == 32), NaN-poisoned outputs with a guard; both precisions; determinism; the
-// dispatch of linear() for n > 8; graph capture. Skips without a GPU.
+// dispatch of linear() for n > 8; graph capture; the {s, b'} pairs made once (as at upload) against per call. Skips without a GPU.
 //
 // Budgets (per output, A = Σ|s·q|·|x| + |b|·|x| over the row, see linear_cuda_test_util.h): the default
 // precision has the GEMV's error (x' = hi + lo, |x − x'| ≤ 2⁻¹⁶|x|; exact code products; fp32 sums):
@@ -91,6 +91,58 @@ TEST(GemmQCuda, RuleChoiceAndEdgeShapes) {
     }
 }
 
+// y [n, W.rows] of the GEMM on W (host copy), plan forced.
+std::vector<float> gemm_host(const Weight& W, const Case& c, int64_t n, const GemmPlan& plan) {
+    const size_t b = gemm_q_workspace_bytes(W, n, plan);
+    DeviceBuffer ws = dalloc(b), dy = dalloc(size_t(n * W.rows) * 4);
+    gemm_q(W, c.d_x.as<float>(), n, dy.as<float>(), nullptr, ws.get(), b, GemmPrecision::FP32, plan);
+    CUDA_CHECK(cudaDeviceSynchronize());
+    std::vector<float> y(size_t(n * W.rows));
+    copy_to_host(y.data(), dy.get(), y.size() * 4);
+    return y;
+}
+
+// Pairs made once (gemm_q_make_pairs, as the upload does) give the bits of pairs made per call, on every tile,
+// K splits, every group size and scale type, ragged shapes; so do row views of the weight (an even first row
+// reads the parent's pairs; an odd one cannot, and falls back to per-call pairs), against the whole weight's rows.
+TEST(GemmQCuda, PairsMadeOnceGiveTheSameBits) {
+    SKIP_WITHOUT_GPU();
+    uint32_t seed = 5600;
+    for (const Fmt& f : gemm_formats()) {
+        const int64_t rows = 301, K = f.gs == 32 ? 1024 + 32 : 1024 + f.gs, n = 37;
+        auto c = make_case(f, rows, K, n, seed++);
+        const size_t pb = gemm_q_pairs_bytes(c->dw);
+        ASSERT_GT(pb, 0u);
+        DeviceBuffer pairs = dalloc(pb);
+        CUDA_CHECK(cudaMemset(pairs.get(), 0xff, pb));  // every entry the kernels read must be written
+        gemm_q_make_pairs(c->dw, pairs.get(), nullptr);
+        Weight wp = c->dw;
+        wp.gemm_pairs = pairs.get(), wp.gemm_pairs_ld = gemm_q_pairs_ld(c->dw);
+        for (int cfg : {0, 2, 4, 5, 6, 7})
+            for (int split : {1, 3}) {
+                SCOPED_TRACE(testing::Message() << fmt_name(f) << " cfg " << cfg << " split " << split);
+                const GemmPlan plan{cfg, split};
+                const std::vector<float> want = gemm_host(c->dw, *c, n, plan), got = gemm_host(wp, *c, n, plan);
+                ASSERT_EQ(std::memcmp(want.data(), got.data(), want.size() * 4), 0) << "pairs made once differ";
+                for (int64_t r0 : {int64_t(2), int64_t(3)}) {
+                    const int64_t r1 = rows - 5;
+                    const std::vector<float> v = gemm_host(wp.rows_view(r0, r1), *c, n, plan);
+                    size_t bad = 0;
+                    for (int64_t t = 0; t < n; ++t)
+                        for (int64_t r = r0; r < r1; ++r)
+                            bad += std::memcmp(&v[size_t(t * (r1 - r0) + r - r0)], &want[size_t(t * rows + r)], 4) != 0;
+                    EXPECT_EQ(bad, 0u) << "rows_view(" << r0 << ", " << r1 << ")";
+                }
+            }
+        check_poisoned(size_t(n * rows), rows, c->ref, [&](size_t i) { return budget_for(GemmPrecision::FP32, *c, i); },
+                       [&](float* y) {
+                           const size_t b = gemm_q_workspace_bytes(wp, n);
+                           DeviceBuffer ws = dalloc(b);
+                           gemm_q(wp, c->d_x.as<float>(), n, y, nullptr, ws.get(), b);
+                       });
+    }
+}
+
 // BF16 precision: within its own budget, and measurably less accurate than the default (a different product).
 TEST(GemmQCuda, Bf16PrecisionWithinItsBudget) {
     SKIP_WITHOUT_GPU();
@@ -113,7 +165,7 @@ TEST(GemmQCuda, Bf16PrecisionWithinItsBudget) {
     EXPECT_LT(e16, 1e-2);
 }
 
-// Same inputs → the same bits (two runs, and a CUDA graph replay).
+// Same inputs → the same bits (two runs, and a CUDA graph replayed twice), with a K split.
 TEST(GemmQCuda, DeterministicAndCapturable) {
     SKIP_WITHOUT_GPU();
     auto c = make_case({true, DType::BF16, 4, 64}, 1000, 4096, 300, 5500);
@@ -132,6 +184,8 @@ TEST(GemmQCuda, DeterministicAndCapturable) {
             gemm_q(c->dw, c->d_x.as<float>(), 300, dy.as<float>(), st, ws.get(), b, GemmPrecision::FP32, plan);
             CUDA_CHECK(cudaStreamEndCapture(st, &g));
             CUDA_CHECK(cudaGraphInstantiate(&ge, g, 0));
+            CUDA_CHECK(cudaMemset(dy.get(), 0xff, ny * 4));
+            CUDA_CHECK(cudaGraphLaunch(ge, st));  // twice: a replay leaves nothing behind that changes the next
             CUDA_CHECK(cudaGraphLaunch(ge, st));
             CUDA_CHECK(cudaStreamSynchronize(st));
             CUDA_CHECK(cudaGraphExecDestroy(ge));

@@ -54,13 +54,15 @@ struct Slot {
 struct Args {
     const uint8_t* w;       // codes [N, row_bytes]
     const uint8_t* xt;      // pre-tiled x   [token tile][stage][planes · BT · 128 bytes] (gemm_prep_x)
-    const uint8_t* sbt;     // pre-tiled {s, b'} [row tile][stage][2][BW] float2 (gemm_prep_sb)
+    const uint8_t* sbt;     // {s, b'} pairs transposed: [group][sb_ld] float2 (gemm_prep_sb / gemm_q_make_pairs)
     const uint8_t* xst;     // pre-tiled x sums [token tile][stage][2][BT] f32
     float* y;               // [M, N], or [split, M, N] partials (rows [0, yend[0])); the other parts: y1..y3
     float *y1, *y2, *y3;    // rows [yend[k − 1], yend[k]) of part k as [M, yend[k] − yend[k − 1]] (GemmOutSplit)
     int yend[3];            // part ends (INT_MAX past the last part; partials: one part)
     int M, N, K, row_bytes;
     int stages, sps;        // stages of K, stages per split
+    int64_t sb_ld;          // rows of the pairs' layout (≥ every row tile's end)
+    int gs, ng;             // group size, groups per row
 };
 
 // Where output row r of token 0 goes, and the row stride of its part (static selects: no indexed parameters).
@@ -116,7 +118,9 @@ __device__ __forceinline__ uint32_t byte_pair(uint32_t lo, uint32_t hi, int b) {
 }
 
 // The producer warp's copies of stage st (columns [64·st, 64·st + 64)) into `slot`, completing on `bar` (FULL):
-// lane 0 sets the expected bytes and issues three bulk copies (x, {s, b'} pairs, x sums: pre-tiled, contiguous);
+// lane 0 sets the expected bytes and issues the bulk copies of x and of the x sums (pre-tiled, contiguous) and of
+// the {s, b'} pairs of the groups the stage closes (one contiguous BW-row range per group: group 32: two, the
+// second of a ragged last stage the layout's zero group; 64: one; 128: one at odd stages), into [group 0..1][BW];
 // every lane copies its 16-byte chunks of the codes (chunk lane % WCH of rows lane / WCH + (32 / WCH)·j; rows
 // ≥ N and the invalid half of a ragged last stage are zero-filled) with cp.async and arrives on `bar` when they
 // land (.noinc: the 32 arrivals are part of the barrier's count, 1 + 32).
@@ -127,11 +131,15 @@ __device__ __forceinline__ void produce_stage(const Args& a, uint32_t slot, uint
     constexpr uint32_t XB = (HILO ? 2 : 1) * C::BT * 128;  // x bytes of a stage
     constexpr int WCH = S::ROW / 16, WR = 32 / WCH, WJ = C::BW / WR;
     static_assert(C::BW % WR == 0, "code rows per lane step");
-    const int tt = m0 / C::BT, rt = n0 / C::BW;
+    const int tt = m0 / C::BT;
     if (lane == 0) {
-        mbar_expect(bar, XB + S::SB + S::XS);
+        constexpr uint32_t GB = C::BW * 8;  // one group's pairs of the tile's rows
+        const int g0 = a.gs == 32 ? 2 * st : a.gs == 64 ? st : st >> 1;
+        const int ng = a.gs == 32 ? 2 : a.gs == 64 ? 1 : (st & 1);  // (group 32: a zero group past an odd last)
+        mbar_expect(bar, XB + uint32_t(ng) * GB + S::XS);
         bulk_copy(slot, a.xt + (int64_t(tt) * a.stages + st) * XB, XB, bar);
-        bulk_copy(slot + S::X + S::W, a.sbt + (int64_t(rt) * a.stages + st) * S::SB, S::SB, bar);
+        for (int j = 0; j < ng; ++j)
+            bulk_copy(slot + S::X + S::W + j * GB, a.sbt + (int64_t(g0 + j) * a.sb_ld + n0) * 8, GB, bar);
         bulk_copy(slot + S::X + S::W + S::SB, a.xst + (int64_t(tt) * a.stages + st) * S::XS, S::XS, bar);
     }
     const int c = lane % WCH, r0 = lane / WCH, kb = st * S::ROW + 16 * c;

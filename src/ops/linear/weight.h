@@ -31,6 +31,10 @@ struct Weight {
     GgmlType ggml_type = GgmlType::F32;  // GGML: the block type
     bool act_q8 = false;               // GGML block types: x is first rounded to 8-bit blocks the way llama.cpp's
                                        // CPU backend does (quant/ggml_act.h) — its numerics, not exact ones
+    // AFFINE on CUDA (optional): the tensor-core GEMM's {s, b − off·s} f32 pairs made once at upload, transposed
+    // [cols / group_size][gemm_pairs_ld] (linear_gemm_q.h: gemm_q_make_pairs); null: the GEMM makes them per call.
+    const void* gemm_pairs = nullptr;
+    int64_t gemm_pairs_ld = 0;
 
     bool empty() const { return data == nullptr; }
     bool is_quantized() const { return format != WeightFormat::DENSE; }
@@ -55,6 +59,7 @@ struct Weight {
         if (format == WeightFormat::AFFINE) {
             v.scales = static_cast<const uint8_t*>(scales) + r0 * row_sb_bytes();
             v.biases = static_cast<const uint8_t*>(biases) + r0 * row_sb_bytes();
+            if (gemm_pairs) v.gemm_pairs = static_cast<const uint8_t*>(gemm_pairs) + r0 * 8;  // same ld
         }
         return v;
     }
