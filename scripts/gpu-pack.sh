@@ -2,12 +2,16 @@
 # Packs the CUDA binaries built on this machine (build-cuda/, sm_90a) for the GPU machine: stripped and
 # xz-compressed into .devbin/bins.tar.xz (lib/: the shared libraries the GPU image lacks; git-ignored; name
 # .devbin in the device call's carry, then EMBER_PREBUILT=.devbin bash scripts/gpu-check.sh OUT there).
+# EMBER_BASE: see below.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bins=(bin/ember test_cuda gemv_bench gemm_bench)
 [ -x build-cuda/bin/grammar_decode_bench ] && bins+=(bin/grammar_decode_bench)
 rm -rf .devbin && mkdir -p .devbin/stage
 for b in "${bins[@]}"; do mkdir -p ".devbin/stage/$(dirname "$b")"; strip -o ".devbin/stage/$b" "build-cuda/$b"; done
+# EMBER_BASE=PATH: a baseline ember (built from an older commit in a worktree) packed as ember_base, for
+# scripts/gpu-ab.sh in the same call.
+[ -n "${EMBER_BASE:-}" ] && strip -o .devbin/stage/ember_base "$EMBER_BASE"
 # The shared libraries of ember the GPU image lacks (the server's cpp-httplib and what it links: OpenSSL, Brotli).
 # They go into the archive's lib/ (build-gpu/lib there), compressed with the binaries: the carry limit is 64 MiB.
 mkdir -p .devbin/stage/lib

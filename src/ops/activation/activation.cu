@@ -1,9 +1,11 @@
-// CUDA SwiGLU (spec: activation_cuda.h): grid-stride elementwise kernels, float4 body.
+// CUDA SwiGLU (spec: activation_cuda.h): grid-stride elementwise kernels, float4 body; programmatic dependent
+// launches (pdl.cuh).
 #include "ops/activation/activation_cuda.h"
 
 #include <cstdint>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/pdl.cuh"
 #include "core/check.h"
 
 namespace ember::cuda {
@@ -21,17 +23,23 @@ __device__ __forceinline__ float4 swiglu4(float4 g, float4 u) {
 }
 
 __global__ void swiglu_vec4(const float4* gate, const float4* up, float4* out, int64_t n4) {
+    pdl_trigger();
+    pdl_wait();
     for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n4; i += int64_t(gridDim.x) * blockDim.x)
         out[i] = swiglu4(gate[i], up[i]);
 }
 
 __global__ void swiglu_scalar(const float* gate, const float* up, float* out, int64_t n) {
+    pdl_trigger();
+    pdl_wait();
     for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
         out[i] = swiglu1(gate[i], up[i]);
 }
 
 // gu [rows, 2·I4] in float4 units → out [rows, I4]
 __global__ void swiglu_fused_vec4(const float4* gu, float4* out, int64_t rows, int64_t I4) {
+    pdl_trigger();
+    pdl_wait();
     const int64_t total = rows * I4;
     for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total;
          i += int64_t(gridDim.x) * blockDim.x) {
@@ -42,6 +50,8 @@ __global__ void swiglu_fused_vec4(const float4* gu, float4* out, int64_t rows, i
 }
 
 __global__ void swiglu_fused_scalar(const float* gu, float* out, int64_t rows, int64_t I) {
+    pdl_trigger();
+    pdl_wait();
     const int64_t total = rows * I;
     for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total;
          i += int64_t(gridDim.x) * blockDim.x) {
@@ -66,12 +76,14 @@ void swiglu(const float* gate, const float* up, float* out, int64_t n, cudaStrea
     if (aligned16(gate) && aligned16(up) && aligned16(out)) {
         const int64_t n4 = n / 4;
         if (n4 > 0)
-            swiglu_vec4<<<blocks_for(n4), kThreads, 0, stream>>>(reinterpret_cast<const float4*>(gate),
-                                                                 reinterpret_cast<const float4*>(up),
-                                                                 reinterpret_cast<float4*>(out), n4);
-        if (n % 4) swiglu_scalar<<<1, 32, 0, stream>>>(gate + 4 * n4, up + 4 * n4, out + 4 * n4, n % 4);
+            launch_pdl(swiglu_vec4, dim3(blocks_for(n4)), dim3(kThreads), 0, stream, 0,
+                       reinterpret_cast<const float4*>(gate), reinterpret_cast<const float4*>(up),
+                       reinterpret_cast<float4*>(out), n4);
+        if (n % 4)
+            launch_pdl(swiglu_scalar, dim3(1), dim3(32), 0, stream, 0, gate + 4 * n4, up + 4 * n4, out + 4 * n4,
+                       n % 4);
     } else {
-        swiglu_scalar<<<blocks_for(n), kThreads, 0, stream>>>(gate, up, out, n);
+        launch_pdl(swiglu_scalar, dim3(blocks_for(n)), dim3(kThreads), 0, stream, 0, gate, up, out, n);
     }
     CUDA_CHECK(cudaGetLastError());
 }
@@ -81,10 +93,10 @@ void swiglu_fused(const float* gu, float* out, int64_t rows, int64_t I, cudaStre
     if (rows == 0) return;
     if (I % 4 == 0 && aligned16(gu) && aligned16(out)) {
         const int64_t I4 = I / 4;
-        swiglu_fused_vec4<<<blocks_for(rows * I4), kThreads, 0, stream>>>(reinterpret_cast<const float4*>(gu),
-                                                                          reinterpret_cast<float4*>(out), rows, I4);
+        launch_pdl(swiglu_fused_vec4, dim3(blocks_for(rows * I4)), dim3(kThreads), 0, stream, 0,
+                   reinterpret_cast<const float4*>(gu), reinterpret_cast<float4*>(out), rows, I4);
     } else {
-        swiglu_fused_scalar<<<blocks_for(rows * I), kThreads, 0, stream>>>(gu, out, rows, I);
+        launch_pdl(swiglu_fused_scalar, dim3(blocks_for(rows * I)), dim3(kThreads), 0, stream, 0, gu, out, rows, I);
     }
     CUDA_CHECK(cudaGetLastError());
 }

@@ -32,7 +32,12 @@
 //  - K split: blockIdx.z takes a contiguous range of whole groups' stages and writes fp32 partials; a reduction
 //    kernel sums the splits in order (deterministic). (Tried and dropped, 2026-12-06: the block that finishes a
 //    tile's last slice summing the partials itself, a counter per tile, no second launch — H100, 2B at 64 rows:
-//    15,937 vs 17,618 tok/s with the reduction kernel: one block's serial sum of a whole tile outlasts a launch.)
+//    15,937 vs 17,618 tok/s with the reduction kernel: one block's serial sum of a whole tile outlasts a launch.
+//    Also tried and dropped, 2026-12-06, H100, 2B at 64 rows, one call: the split's blocks of a tile as a cluster
+//    (1, 1, split) summing the partial tiles through distributed shared memory in rank order (the same bits):
+//    16,384 vs 17,689 tok/s; and programmatic dependent launches of prep / GEMM / reduction, the GEMM copying its
+//    first stages' weights before the wait: 15,896 (trigger after the products) or 15,571 (trigger at the start),
+//    pp512 42,426 vs 45,518 with both — bench/results/2026-12-06-h100-gemm-pdl-cluster.md.)
 #include "ops/linear/linear_gemm_q.h"
 
 #include <cuda_bf16.h>

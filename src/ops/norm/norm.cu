@@ -1,9 +1,11 @@
-// CUDA fused residual add + RMSNorm (spec: norm_cuda.h): one block per row, the row held in registers.
+// CUDA fused residual add + RMSNorm (spec: norm_cuda.h): one block per row, the row held in registers; a
+// programmatic dependent launch (pdl.cuh).
 #include "ops/norm/norm_cuda.h"
 
 #include <cstdint>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/pdl.cuh"
 #include "core/check.h"
 
 namespace ember::cuda {
@@ -43,6 +45,8 @@ __device__ float block_sum(float v) {
 template <int VEC, int K>
 __global__ void __launch_bounds__(1024) add_rmsnorm_kernel(float* x, const float* y, const float* w, float* out,
                                                            int64_t H, float eps) {
+    pdl_trigger();
+    pdl_wait();  // x, y are earlier kernels' outputs
     using V = Vec<VEC>;
     const int64_t nv = H / VEC;
     V* xr = reinterpret_cast<V*>(x + blockIdx.x * H);
@@ -114,14 +118,13 @@ void launch(float* x, const float* y, const float* w, float* out, int64_t n, int
     const int threads = K == 0 ? 1024 : static_cast<int>(((nv + K - 1) / K + 31) / 32 * 32);
     const dim3 grid(static_cast<unsigned>(n));
     switch (K) {
-        case 1: add_rmsnorm_kernel<VEC, 1><<<grid, threads, 0, st>>>(x, y, w, out, H, eps); break;
-        case 2: add_rmsnorm_kernel<VEC, 2><<<grid, threads, 0, st>>>(x, y, w, out, H, eps); break;
-        case 4: add_rmsnorm_kernel<VEC, 4><<<grid, threads, 0, st>>>(x, y, w, out, H, eps); break;
-        case 8: add_rmsnorm_kernel<VEC, 8><<<grid, threads, 0, st>>>(x, y, w, out, H, eps); break;
-        case 16: add_rmsnorm_kernel<VEC, 16><<<grid, threads, 0, st>>>(x, y, w, out, H, eps); break;
-        default: add_rmsnorm_kernel<VEC, 0><<<grid, threads, 0, st>>>(x, y, w, out, H, eps); break;
+        case 1: launch_pdl(add_rmsnorm_kernel<VEC, 1>, grid, dim3(threads), 0, st, 0, x, y, w, out, H, eps); break;
+        case 2: launch_pdl(add_rmsnorm_kernel<VEC, 2>, grid, dim3(threads), 0, st, 0, x, y, w, out, H, eps); break;
+        case 4: launch_pdl(add_rmsnorm_kernel<VEC, 4>, grid, dim3(threads), 0, st, 0, x, y, w, out, H, eps); break;
+        case 8: launch_pdl(add_rmsnorm_kernel<VEC, 8>, grid, dim3(threads), 0, st, 0, x, y, w, out, H, eps); break;
+        case 16: launch_pdl(add_rmsnorm_kernel<VEC, 16>, grid, dim3(threads), 0, st, 0, x, y, w, out, H, eps); break;
+        default: launch_pdl(add_rmsnorm_kernel<VEC, 0>, grid, dim3(threads), 0, st, 0, x, y, w, out, H, eps); break;
     }
-    CUDA_CHECK(cudaGetLastError());
 }
 
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
