@@ -4,7 +4,6 @@
 
 #include <cstdint>
 
-#include "backend/cuda/cuda_check.h"
 #include "backend/cuda/pdl.cuh"
 #include "core/check.h"
 
@@ -85,7 +84,6 @@ void swiglu(const float* gate, const float* up, float* out, int64_t n, cudaStrea
     } else {
         launch_pdl(swiglu_scalar, dim3(blocks_for(n)), dim3(kThreads), 0, stream, 0, gate, up, out, n);
     }
-    CUDA_CHECK(cudaGetLastError());
 }
 
 void swiglu_fused(const float* gu, float* out, int64_t rows, int64_t I, cudaStream_t stream) {
@@ -98,7 +96,6 @@ void swiglu_fused(const float* gu, float* out, int64_t rows, int64_t I, cudaStre
     } else {
         launch_pdl(swiglu_fused_scalar, dim3(blocks_for(rows * I)), dim3(kThreads), 0, stream, 0, gu, out, rows, I);
     }
-    CUDA_CHECK(cudaGetLastError());
 }
 
 }  // namespace ember::cuda

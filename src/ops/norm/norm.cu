@@ -4,7 +4,6 @@
 
 #include <cstdint>
 
-#include "backend/cuda/cuda_check.h"
 #include "backend/cuda/pdl.cuh"
 #include "core/check.h"
 
@@ -117,14 +116,13 @@ void launch(float* x, const float* y, const float* w, float* out, int64_t n, int
     if ((nv + K - 1) / K > 256) K = 0;
     const int threads = K == 0 ? 1024 : static_cast<int>(((nv + K - 1) / K + 31) / 32 * 32);
     const dim3 grid(static_cast<unsigned>(n));
-    switch (K) {
-        case 1: launch_pdl(add_rmsnorm_kernel<VEC, 1>, grid, dim3(threads), 0, st, 0, x, y, w, out, H, eps); break;
-        case 2: launch_pdl(add_rmsnorm_kernel<VEC, 2>, grid, dim3(threads), 0, st, 0, x, y, w, out, H, eps); break;
-        case 4: launch_pdl(add_rmsnorm_kernel<VEC, 4>, grid, dim3(threads), 0, st, 0, x, y, w, out, H, eps); break;
-        case 8: launch_pdl(add_rmsnorm_kernel<VEC, 8>, grid, dim3(threads), 0, st, 0, x, y, w, out, H, eps); break;
-        case 16: launch_pdl(add_rmsnorm_kernel<VEC, 16>, grid, dim3(threads), 0, st, 0, x, y, w, out, H, eps); break;
-        default: launch_pdl(add_rmsnorm_kernel<VEC, 0>, grid, dim3(threads), 0, st, 0, x, y, w, out, H, eps); break;
-    }
+    auto* kernel = K == 1    ? add_rmsnorm_kernel<VEC, 1>
+                   : K == 2  ? add_rmsnorm_kernel<VEC, 2>
+                   : K == 4  ? add_rmsnorm_kernel<VEC, 4>
+                   : K == 8  ? add_rmsnorm_kernel<VEC, 8>
+                   : K == 16 ? add_rmsnorm_kernel<VEC, 16>
+                             : add_rmsnorm_kernel<VEC, 0>;
+    launch_pdl(kernel, grid, dim3(threads), 0, st, 0, x, y, w, out, H, eps);
 }
 
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
