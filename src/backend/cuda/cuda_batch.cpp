@@ -16,6 +16,7 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/graph_profile.h"
+#include "core/env.h"
 #include "ops/attention/attention_cuda.h"
 #include "ops/linear/cublas_thread.h"
 
@@ -128,9 +129,15 @@ Expected<std::unique_ptr<BatchState>> CudaCausalLM::new_batch(int64_t max_seqs) 
     return std::unique_ptr<BatchState>(std::move(b));
 }
 
+int64_t CudaCausalLM::untiled_head_rows() const {
+    static const int env = env_int("EMBER_HEAD_UNTILED_ROWS", 0);
+    if (env > 0) return env;
+    return head_.format == WeightFormat::TILED && head_.ggml_type != GgmlType::Q6_K ? 2 : 9;  // affine tiles: 2
+}
+
 Status CudaCausalLM::prepare_batch_head(int64_t max_seqs) const {
     std::lock_guard<std::mutex> lock(batch_mu_);
-    if (max_seqs <= 8 || head_.format != WeightFormat::TILED || head_rows_.data) return Status::ok();
+    if (max_seqs < untiled_head_rows() || head_.format != WeightFormat::TILED || head_rows_.data) return Status::ok();
     EMBER_REQUIRE(host_head_ != nullptr, "batch: the model did not record its LM head");
     EMBER_ASSIGN(head_rows_, arena_.upload_untiled(*host_head_, "lm_head (batched engine copy)"));
     return Status::ok();

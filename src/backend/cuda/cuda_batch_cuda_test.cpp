@@ -14,6 +14,7 @@
 #include "backend/cuda/device.h"
 #include "core/check.h"
 #include "models/batch_test_util.h"
+#include "models/model.h"
 
 namespace ember::cuda {
 namespace {
@@ -65,6 +66,28 @@ TEST(BatchCuda, SixtyFourSequencesEqualAlone) {
         auto m = load_gpu(f);
         const double worst = batchtest::check_batch_equals_alone(*m, 64, 64, 16, kTol, 300);
         std::printf("%s: 64 sequences, worst rel. logit error vs alone %.2e\n", f, worst);
+    }
+}
+
+// Heads stored TILED (≥ 64 MiB: the stream kernel reads them once per row), as the synthetic 9B's untied 4-bit head
+// and the Q6_K output of a Q4_0 file: the batched engine multiplies an untiled copy from 2 rows on (affine: the q
+// kernel reads it once for up to 8 rows) or from 9 (Q6_K: the split GEMM); a sequence decoded alone runs the tiled
+// one. Rows still equal their sequences decoded alone.
+TEST(BatchCuda, TiledHeadRowsEqualSequencesDecodedAlone) {
+    SKIP_WITHOUT_GPU();
+    for (const char* spec : {"qwen3.5-9b", "qwen3.5-0.8b:q4_0"}) {
+        SCOPED_TRACE(spec);
+        auto cpu = make_synthetic_model(spec, 7);
+        ASSERT_TRUE(cpu.is_ok()) << cpu.message();
+        CudaOptions opt;
+        opt.context = 256;
+        auto m = make_cuda_model(std::move(cpu.value()), opt);
+        ASSERT_TRUE(m.is_ok()) << m.message();
+        for (int64_t K : {2, 8, 20}) {
+            const double worst = batchtest::check_batch_equals_alone(*m.value(), K, K + 1, 4, kTol, 190 + K);
+            std::printf("synthetic %s: %lld sequences, worst rel. logit error vs alone %.2e\n", spec, (long long)K,
+                        worst);
+        }
     }
 }
 

@@ -131,14 +131,15 @@ const float* CudaCausalLM::swiglu_mlp(CudaState& s, const float* pending, const 
 void CudaCausalLM::lm_head(CudaState& s, const float* pending, const float* final_norm, int64_t n, bool all_rows,
                            float eps, bool fz) const {
     if (fz) {  // n = 1, or the rows of a batched decode (logits [n, vocab])
-        normed_linear(s, head_, final_norm, eps, n, s.logits, true);
+        const Weight& hw = s.rows_mode && linear_fused_native(batch_head(n), n) ? batch_head(n) : head_;
+        normed_linear(s, hw, final_norm, eps, n, s.logits, true);
         return;
     }
     const int64_t H = info_.hidden_size;
     const int64_t rows = s.rows_mode ? n : all_rows ? std::min<int64_t>(n, 8) : 1;
     const int64_t first = s.rows_mode || all_rows ? 0 : n - 1;
     add_rmsnorm(s.x, pending, final_norm, s.xn, n, H, eps, s.stream);
-    lin(s, s.rows_mode && rows > 8 ? batch_head() : head_, s.xn + first * H, rows, s.logits);
+    lin(s, s.rows_mode ? batch_head(rows) : head_, s.xn + first * H, rows, s.logits);
 }
 
 Status CudaCausalLM::pool_layer(CudaState& s, const DeviceAlloc& alloc, int64_t floats_per_slot, const char* what,
@@ -234,7 +235,7 @@ Status CudaCausalLM::allocate(CudaState& st) const {
     EMBER_ASSIGN(p, alloc(256, "sampler state")); s->rng = static_cast<uint64_t*>(p);
     s->params_dev = reinterpret_cast<DeviceSamplingParams*>(static_cast<char*>(p) + 64);
     const size_t lw = std::max({linear_workspace(B), linear_workspace_bytes(head_, 8),
-                                s->pooled ? linear_workspace_bytes(batch_head(), s->max_rows) : size_t(0)});
+                                s->pooled ? linear_workspace_bytes(batch_head(s->max_rows), s->max_rows) : size_t(0)});
     s->lin_ws_bytes = lw;
     s->lin_ws = nullptr;
     if (lw) { EMBER_ASSIGN(s->lin_ws, alloc(lw, "linear workspace")); }

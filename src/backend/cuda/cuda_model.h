@@ -267,9 +267,15 @@ protected:
     mutable DeviceArena arena_;  // mutable: prepare_batch_head() adds the batched engine's copy of the head
     Weight head_;           // device LM head (for the all-rows logits path)
     const Weight* host_head_ = nullptr;  // the CPU model's LM head (set by init(); for batch_head())
-    // The head the batched engine multiplies > 8 rows with: head_, or — when head_ is TILED (one pass over it
-    // per row) — an untiled copy uploaded by the first new_batch() of more than 8 sequences.
-    const Weight& batch_head() const { return head_rows_.data ? head_rows_ : head_; }
+    // The head the batched engine multiplies `rows` rows with: head_, or — when head_ is TILED (the stream kernel
+    // reads it once per row) — an untiled copy uploaded by the first new_batch() that can use it, from
+    // untiled_head_rows() rows on: 2 when the copy is affine (MLX, or GGUF blocks repacked to affine: the q kernel
+    // reads it once for up to 8 rows), 9 otherwise (GGML Q6_K: its block GEMV is compute-bound at several rows; beyond
+    // 8 rows the split GEMM). EMBER_HEAD_UNTILED_ROWS=N overrides the 2 / 9 (A/B).
+    const Weight& batch_head(int64_t rows) const {
+        return head_rows_.data && rows >= untiled_head_rows() ? head_rows_ : head_;
+    }
+    int64_t untiled_head_rows() const;
     Status prepare_batch_head(int64_t max_seqs) const;
     mutable std::mutex batch_mu_;
     mutable std::once_flag pd_note_;  // "persistent decode not used: …" printed once

@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# gpu-batch-status.sh OUT — the batched engine's standing on the GPU machine, in stages that fit one or two device
+# calls (each under 600 s), on prebuilt binaries (scripts/gpu-pack.sh; carry .devbin, and .devpack for the peer):
+#   peerbg   llama.cpp build + the random-weight 2B GGUF (scripts/gpu-peer.sh steps build model quant), niced, in
+#            the background while the next stages run (they compare variants within one run, so CPU load from the
+#            build shifts both sides alike; the status stage should run without it)
+#   tests    test_cuda --gtest_filter=$STATUS_TESTS (default BatchCuda.*)
+#   ab       9B synthetic (TILED untied head) at 2 and 8 streams: the untiled head copy from 2 rows (default) vs
+#            EMBER_HEAD_UNTILED_ROWS=9 (the tiled head, one stream-kernel pass per row, as before), 2 rounds
+#   profile  one 2B step's GPU time by kernel at 8 and 64 streams (ember bench --profile)
+#   peer     waits for peerbg, then llama-batched-bench and ember on the same GGUF (gpu-peer.sh step bench), and
+#            ember on that file with EMBER_HEAD_UNTILED_ROWS=2 (its Q6_K head through the block GEMV at 2-8 rows)
+#   status   ember bench --synthetic qwen3.5-2b,qwen3.5-9b --batch 1,8,32,64 -n 128 -r 2 -c 512
+#   ncu      Nsight Compute on the q-kernel GEMV inside a 2B decode step at 8 rows and at 1 row
+# STATUS_STAGES picks them (default "peerbg tests ab profile peer"); logs under OUT, a short table last.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${1:-/tmp/ember-status}
+mkdir -p "$OUT"
+if [ ! -x build-gpu/bin/ember ] && [ -f .devbin/bins.tar.xz ]; then
+  mkdir -p build-gpu && xz -dc .devbin/bins.tar.xz | tar -C build-gpu -xf -
+fi
+export LD_LIBRARY_PATH="$PWD/build-gpu/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+E=build-gpu/bin/ember
+STAGES=" ${STATUS_STAGES:-peerbg tests ab profile peer} "
+has() { [[ "$STAGES" == *" $1 "* ]]; }
+note() { echo "[status $(date +%H:%M:%S)] $*" | tee -a "$OUT/status.log"; }
+nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,power.draw --format=csv,noheader > "$OUT/gpu.txt" 2>&1
+note "GPU: $(cat "$OUT/gpu.txt"); binaries $(cat .devbin/COMMIT 2>/dev/null)"
+
+peer_pid=
+if has peerbg; then
+  PEER_STEPS="build model quant" nice -n 10 bash scripts/gpu-peer.sh "$OUT/peer" > "$OUT/peerbg.log" 2>&1 &
+  peer_pid=$!
+  note "peer build + model in the background"
+fi
+
+if has tests; then
+  timeout 420 build-gpu/test_cuda --gtest_filter="${STATUS_TESTS:-BatchCuda.*}" > "$OUT/tests.log" 2>&1
+  note "tests rc=$? ($(grep -cE '^\[       OK' "$OUT/tests.log") ok, $(grep -cE '^\[  FAILED  \] [A-Z]' "$OUT/tests.log") failed)"
+fi
+
+if has ab; then
+  timeout 400 bash scripts/gpu-ab.sh "$OUT/ab" 2 "--synthetic qwen3.5-9b --device cuda --batch 2,8 -n 32 -r 2 -c 512" \
+    "untiled|$E|" "tiled|$E|EMBER_HEAD_UNTILED_ROWS=9" > "$OUT/ab.txt" 2>&1
+  note "ab rc=$?"
+fi
+
+if has profile; then
+  for b in 8 64; do
+    timeout 200 "$E" bench --synthetic qwen3.5-2b --device cuda --batch $b -n 32 -c 512 --profile \
+      > "$OUT/profile-$b.md" 2> "$OUT/profile-$b.err"
+    note "profile batch $b rc=$?"
+  done
+fi
+
+if has peer; then
+  [ -n "$peer_pid" ] && { wait "$peer_pid"; note "peer background rc=$?"; }
+  EMBER=$E PEER_STEPS=bench timeout 400 bash scripts/gpu-peer.sh "$OUT/peer" > "$OUT/peer.txt" 2>&1
+  note "peer bench rc=$?"
+  F=/tmp/q35-2b-q4_0.gguf
+  [ -s "$F" ] && { EMBER_HEAD_UNTILED_ROWS=2 timeout 200 "$E" bench -m "$F" --device cuda --batch 1,8 -n 128 -r 2 \
+    -c 512 > "$OUT/peer-ember-head2.md" 2>> "$OUT/peer-ember-head2.err"; note "ember GGUF head rows 2 rc=$?"; }
+fi
+
+if has status; then
+  timeout 500 "$E" bench --synthetic qwen3.5-2b,qwen3.5-9b --device cuda --batch 1,8,32,64 -n 128 -r 2 -c 512 \
+    > "$OUT/status.md" 2> "$OUT/status.err"
+  note "status rc=$?"
+fi
+
+if has ncu; then
+  NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
+  for b in 8 1; do
+    timeout 240 "$NCU" --clock-control none -k regex:gemv_q_kernel --launch-skip ${NCU_SKIP:-300} --launch-count 4 \
+      --section SpeedOfLight --section WarpStateStats --section SchedulerStats --section InstructionStats \
+      --section Occupancy --section LaunchStats \
+      "$E" bench --synthetic qwen3.5-2b --device cuda --batch $b -n 8 -r 1 -c 512 > "$OUT/ncu-$b.txt" 2>&1
+    note "ncu batch $b rc=$?"
+  done
+fi
+
+# ---- short table last ----
+echo
+cat "$OUT/status.log"
+[ -f "$OUT/tests.log" ] && grep -E "worst rel|^\[  FAILED|^\[  PASSED" "$OUT/tests.log" | tail -40
+[ -f "$OUT/ab.txt" ] && cat "$OUT/ab.txt"
+for b in 8 64; do
+  [ -f "$OUT/profile-$b.md" ] && { echo "== profile $b"; grep -E '^\|' "$OUT/profile-$b.md" | head -24; }
+done
+[ -f "$OUT/peer/peer-summary.md" ] && cat "$OUT/peer/peer-summary.md"
+[ -f "$OUT/peer-ember-head2.md" ] && grep -E '^\|' "$OUT/peer-ember-head2.md"
+[ -f "$OUT/status.md" ] && grep -E '^\|' "$OUT/status.md"
+for b in 8 1; do
+  [ -f "$OUT/ncu-$b.txt" ] && { echo "== ncu $b"; grep -E "gemv_q_kernel|Duration|DRAM Throughput|Issue Slots Busy|No Eligible|Active Warps Per|Registers Per|Executed Ipc A|Stall" "$OUT/ncu-$b.txt" | head -40; }
+done
+exit 0
