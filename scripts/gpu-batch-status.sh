@@ -7,12 +7,16 @@
 #   tests    test_cuda --gtest_filter=$STATUS_TESTS (default BatchCuda.*)
 #   ab       9B synthetic (TILED untied head) at 2 and 8 streams: the untiled head copy from 2 rows (default) vs
 #            EMBER_HEAD_UNTILED_ROWS=9 (the tiled head, one stream-kernel pass per row, as before), 2 rounds
+#   ab2      2B at 8 streams: the GDN rows kernel by the rule (slice below 9 rows) vs EMBER_GDN_ROWS=head
 #   profile  one 2B step's GPU time by kernel at 8 and 64 streams (ember bench --profile)
 #   peer     waits for peerbg, then llama-batched-bench and ember on the same GGUF (gpu-peer.sh step bench), and
 #            ember on that file with EMBER_HEAD_UNTILED_ROWS=2 (its Q6_K head through the block GEMV at 2-8 rows)
-#   status   ember bench --synthetic qwen3.5-2b,qwen3.5-9b --batch 1,8,32,64 -n 128 -r 2 -c 512
+#   status   ember bench --synthetic $STATUS_MODELS (default qwen3.5-2b,qwen3.5-9b) --batch 1,8,32,64
+#            -n $STATUS_N (default 128) -r 2 -c 512
+#   gemv     gemv_bench --quick (the 2B shapes at 1-8 rows: q and mma kernels, µs and % of copy bandwidth)
 #   ncu      Nsight Compute on the q-kernel GEMV inside a 2B decode step at 8 rows and at 1 row
-# STATUS_STAGES picks them (default "peerbg tests ab profile peer"); logs under OUT, a short table last.
+# STATUS_STAGES picks them (default "peerbg tests ab profile peer"; "report" only prints the table of what OUT
+# holds); logs under OUT, a short table last.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${1:-/tmp/ember-status}
@@ -46,8 +50,14 @@ if has ab; then
   note "ab rc=$?"
 fi
 
+if has ab2; then
+  timeout 300 bash scripts/gpu-ab.sh "$OUT/ab2" 2 "--synthetic qwen3.5-2b --device cuda --batch 8 -n 64 -r 2 -c 512" \
+    "default|$E|" "gdnhead|$E|EMBER_GDN_ROWS=head" > "$OUT/ab2.txt" 2>&1
+  note "ab2 rc=$?"
+fi
+
 if has profile; then
-  for b in 8 64; do
+  for b in ${PROFILE_BATCHES:-8 64}; do
     timeout 200 "$E" bench --synthetic qwen3.5-2b --device cuda --batch $b -n 32 -c 512 --profile \
       > "$OUT/profile-$b.md" 2> "$OUT/profile-$b.err"
     note "profile batch $b rc=$?"
@@ -64,9 +74,15 @@ if has peer; then
 fi
 
 if has status; then
-  timeout 500 "$E" bench --synthetic qwen3.5-2b,qwen3.5-9b --device cuda --batch 1,8,32,64 -n 128 -r 2 -c 512 \
+  timeout 500 "$E" bench --synthetic ${STATUS_MODELS:-qwen3.5-2b,qwen3.5-9b} --device cuda --batch 1,8,32,64 \
+    -n ${STATUS_N:-128} -r 2 -c 512 \
     > "$OUT/status.md" 2> "$OUT/status.err"
   note "status rc=$?"
+fi
+
+if has gemv; then
+  timeout 200 build-gpu/gemv_bench --quick --no-ggml --no-prefill --no-tiled > "$OUT/gemv.md" 2>&1
+  note "gemv_bench rc=$?"
 fi
 
 if has ncu; then
@@ -85,12 +101,14 @@ echo
 cat "$OUT/status.log"
 [ -f "$OUT/tests.log" ] && grep -E "worst rel|^\[  FAILED|^\[  PASSED" "$OUT/tests.log" | tail -40
 [ -f "$OUT/ab.txt" ] && cat "$OUT/ab.txt"
+[ -f "$OUT/ab2.txt" ] && cat "$OUT/ab2.txt"
 for b in 8 64; do
   [ -f "$OUT/profile-$b.md" ] && { echo "== profile $b"; grep -E '^\|' "$OUT/profile-$b.md" | head -24; }
 done
 [ -f "$OUT/peer/peer-summary.md" ] && cat "$OUT/peer/peer-summary.md"
 [ -f "$OUT/peer-ember-head2.md" ] && grep -E '^\|' "$OUT/peer-ember-head2.md"
 [ -f "$OUT/status.md" ] && grep -E '^\|' "$OUT/status.md"
+[ -f "$OUT/gemv.md" ] && grep -E '^\|' "$OUT/gemv.md" | head -60
 for b in 8 1; do
   [ -f "$OUT/ncu-$b.txt" ] && { echo "== ncu $b"; grep -E "gemv_q_kernel|Duration|DRAM Throughput|Issue Slots Busy|No Eligible|Active Warps Per|Registers Per|Executed Ipc A|Stall" "$OUT/ncu-$b.txt" | head -40; }
 done

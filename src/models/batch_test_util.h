@@ -63,10 +63,10 @@ inline double rel_err(const float* got, const std::vector<float>& want) {
 
 // K sequences of ragged prompt lengths in a pool of `slots` (slot of sequence k scattered over the pool);
 // sequence k joins after `k % 3` steps; every step runs the live rows in a shuffled order, alternating
-// batch_decode (logits) and batch_decode_greedy (ids). Every row's logits within `tol` (rel_err) of the
-// sequence decoded alone and every greedy token equal. Returns the worst rel_err.
+// batch_decode (logits) and batch_decode_greedy (ids) — or batch_decode only (logits_only). Every row's logits
+// within `tol` (rel_err) of the sequence decoded alone and every greedy token equal. Returns the worst rel_err.
 inline double check_batch_equals_alone(const CausalLM& m, int64_t K, int64_t slots, int64_t steps, double tol,
-                                       uint64_t seed) {
+                                       uint64_t seed, bool logits_only = false) {
     const int64_t V = m.info().vocab_size;
     std::vector<Alone> ref;
     for (int64_t k = 0; k < K; ++k)
@@ -107,7 +107,7 @@ inline double check_batch_equals_alone(const CausalLM& m, int64_t K, int64_t slo
             toks.push_back(ref[size_t(k)].tokens[size_t(done[size_t(k)] - 1)]);
         }
         const int64_t R = int64_t(live.size());
-        if (step % 2 == 0) {
+        if (step % 2 == 0 || logits_only) {
             std::vector<float> out(size_t(R * V));
             Status s = m.batch_decode(B, rs.data(), toks.data(), R, out.data());
             EXPECT_TRUE(s.is_ok()) << s.message();

@@ -84,11 +84,32 @@ TEST(BatchCuda, TiledHeadRowsEqualSequencesDecodedAlone) {
         auto m = make_cuda_model(std::move(cpu.value()), opt);
         ASSERT_TRUE(m.is_ok()) << m.message();
         for (int64_t K : {2, 8, 20}) {
+            if (K == 20 && std::string(spec) == "qwen3.5-9b") continue;  // below
             const double worst = batchtest::check_batch_equals_alone(*m.value(), K, K + 1, 4, kTol, 190 + K);
             std::printf("synthetic %s: %lld sequences, worst rel. logit error vs alone %.2e\n", spec, (long long)K,
                         worst);
         }
     }
+}
+
+// KNOWN FAILURE (found 2026-12-06 by the test above, open): the synthetic 9B with 20 sequences — steps of 13 and 14
+// rows, greedy (device argmax) — selects tokens other than the sequences decoded alone (19 of ~27 greedy rows on an
+// H100), while its logits steps (6, 7 and 20 rows) match within 6e-5 and 2-8 rows pass; the 0.8B Q4_0 mix and the
+// fixtures pass at the same row counts. Not caused by the untiled head at 2-8 rows (rows > 8 took that path before).
+// The second run compares logits at every step (no greedy step), to tell a wrong forward at 13-14 rows from a wrong
+// selection.
+TEST(BatchCuda, Synthetic9BTwentySequencesEqualAlone) {
+    SKIP_WITHOUT_GPU();
+    auto cpu = make_synthetic_model("qwen3.5-9b", 7);
+    ASSERT_TRUE(cpu.is_ok()) << cpu.message();
+    CudaOptions opt;
+    opt.context = 256;
+    auto m = make_cuda_model(std::move(cpu.value()), opt);
+    ASSERT_TRUE(m.is_ok()) << m.message();
+    const double w = batchtest::check_batch_equals_alone(*m.value(), 20, 21, 4, kTol, 290, true);
+    std::printf("synthetic 9B: 20 sequences, logits only: worst rel. logit error vs alone %.2e\n", w);
+    const double g = batchtest::check_batch_equals_alone(*m.value(), 20, 21, 4, kTol, 210);
+    std::printf("synthetic 9B: 20 sequences, logits and greedy steps: worst rel. logit error vs alone %.2e\n", g);
 }
 
 // A bf16 KV cache pool: a row still equals its sequence decoded alone (the same rounded cache both ways).

@@ -553,11 +553,12 @@ void gated_delta_net_step_rows(const GdnDecodeArgs& args, const int32_t* rows_de
     if (n_rows == 0) return;
     check_pointers(args);
     EMBER_CHECK(rows_dev != nullptr, "gdn cuda: null rows");
-    if (kernel == GdnRowsKernel::AUTO) {  // the head kernel once its blocks fill every SM
+    if (kernel == GdnRowsKernel::AUTO) {  // the head kernel once its blocks (nearly) fill every SM
         static const int forced = env_is("EMBER_GDN_ROWS", "head") ? 2 : env_is("EMBER_GDN_ROWS", "slice") ? 1 : 0;
         kernel = forced == 2 ? GdnRowsKernel::HEAD
                  : forced == 1 ? GdnRowsKernel::SLICE
-                 : n_rows * s.nv >= detail::sm_count() ? GdnRowsKernel::HEAD : GdnRowsKernel::SLICE;
+                 : 16 * n_rows * s.nv >= 15 * int64_t(detail::sm_count()) ? GdnRowsKernel::HEAD
+                                                                           : GdnRowsKernel::SLICE;
     }
     if (kernel == GdnRowsKernel::HEAD && gdn_rows_head_supported(args)) {
         gdn_rows_head(args, rows_dev, conv_stride, S_stride, n_rows, stream);
