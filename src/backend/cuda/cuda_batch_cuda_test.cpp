@@ -9,6 +9,8 @@
 #include <cmath>
 #include <cstdio>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "backend/cuda/cuda_model.h"
 #include "backend/cuda/device.h"
@@ -24,8 +26,11 @@ namespace {
 
 const char* kModels[] = {"qwen35/flat_untied_gqa3", "qwen35/mm_tied", "gguf_models/llama_gqa_untied/model-q8_0.gguf"};
 
+// A fixture (path under tests/fixtures/) or "synthetic:<spec>" (make_synthetic_model, seed 7).
 std::unique_ptr<CausalLM> load_cpu(const std::string& rel) {
-    auto m = load_model(std::string(EMBER_SOURCE_DIR) + "/tests/fixtures/" + rel);
+    const std::string syn = "synthetic:";
+    auto m = rel.rfind(syn, 0) == 0 ? make_synthetic_model(rel.substr(syn.size()), 7)
+                                    : load_model(std::string(EMBER_SOURCE_DIR) + "/tests/fixtures/" + rel);
     EMBER_CHECK(m.is_ok(), "%s", m.message().c_str());
     return std::move(m.value());
 }
@@ -75,18 +80,13 @@ TEST(BatchCuda, SixtyFourSequencesEqualAlone) {
 // one. Rows still equal their sequences decoded alone.
 TEST(BatchCuda, TiledHeadRowsEqualSequencesDecodedAlone) {
     SKIP_WITHOUT_GPU();
-    for (const char* spec : {"qwen3.5-9b", "qwen3.5-0.8b:q4_0"}) {
+    for (const auto& [spec, Ks] : {std::pair<const char*, std::vector<int64_t>>{"synthetic:qwen3.5-9b", {2, 8}},
+                                   {"synthetic:qwen3.5-0.8b:q4_0", {2, 8, 20}}}) {  // (9B, 20 rows: below)
         SCOPED_TRACE(spec);
-        auto cpu = make_synthetic_model(spec, 7);
-        ASSERT_TRUE(cpu.is_ok()) << cpu.message();
-        CudaOptions opt;
-        opt.context = 256;
-        auto m = make_cuda_model(std::move(cpu.value()), opt);
-        ASSERT_TRUE(m.is_ok()) << m.message();
-        for (int64_t K : {2, 8, 20}) {
-            if (K == 20 && std::string(spec) == "qwen3.5-9b") continue;  // below
-            const double worst = batchtest::check_batch_equals_alone(*m.value(), K, K + 1, 4, kTol, 190 + K);
-            std::printf("synthetic %s: %lld sequences, worst rel. logit error vs alone %.2e\n", spec, (long long)K,
+        auto m = load_gpu(spec, 256);
+        for (int64_t K : Ks) {
+            const double worst = batchtest::check_batch_equals_alone(*m, K, K + 1, 4, kTol, 190 + K);
+            std::printf("%s: %lld sequences, worst rel. logit error vs alone %.2e\n", spec, (long long)K,
                         worst);
         }
     }
@@ -100,15 +100,10 @@ TEST(BatchCuda, TiledHeadRowsEqualSequencesDecodedAlone) {
 // selection.
 TEST(BatchCuda, Synthetic9BTwentySequencesEqualAlone) {
     SKIP_WITHOUT_GPU();
-    auto cpu = make_synthetic_model("qwen3.5-9b", 7);
-    ASSERT_TRUE(cpu.is_ok()) << cpu.message();
-    CudaOptions opt;
-    opt.context = 256;
-    auto m = make_cuda_model(std::move(cpu.value()), opt);
-    ASSERT_TRUE(m.is_ok()) << m.message();
-    const double w = batchtest::check_batch_equals_alone(*m.value(), 20, 21, 4, kTol, 290, true);
+    auto m = load_gpu("synthetic:qwen3.5-9b", 256);
+    const double w = batchtest::check_batch_equals_alone(*m, 20, 21, 4, kTol, 290, true);
     std::printf("synthetic 9B: 20 sequences, logits only: worst rel. logit error vs alone %.2e\n", w);
-    const double g = batchtest::check_batch_equals_alone(*m.value(), 20, 21, 4, kTol, 210);
+    const double g = batchtest::check_batch_equals_alone(*m, 20, 21, 4, kTol, 210);
     std::printf("synthetic 9B: 20 sequences, logits and greedy steps: worst rel. logit error vs alone %.2e\n", g);
 }
 

@@ -68,10 +68,12 @@ inline void fill_float(std::vector<uint8_t>& dst, DType t, size_t count, std::mt
     for (size_t i = 0; i < count; ++i) store_float(dst.data(), t, i, nd(rng));
 }
 
-void set_x(Case& c, std::vector<float> x);
+void set_x(Case& c, std::vector<float> x, bool with_ref = true);
 
+// with_ref false: no reference or budgets (ref, A, Q empty) — for shapes too large for the single-threaded
+// reference; the caller checks sampled rows itself (sampled_ref).
 inline std::unique_ptr<Case> make_case(const Fmt& f, int64_t rows, int64_t cols, int64_t ntok, uint32_t seed,
-                                int data_offset = 0) {
+                                int data_offset = 0, bool with_ref = true) {
     auto c = std::make_unique<Case>();
     c->f = f, c->rows = rows, c->cols = cols, c->ntok = ntok;
     std::mt19937 rng(seed);
@@ -107,12 +109,12 @@ inline std::unique_ptr<Case> make_case(const Fmt& f, int64_t rows, int64_t cols,
     std::normal_distribution<float> nd(0.f, 1.f);
     std::vector<float> x(size_t(ntok * cols));
     for (float& v : x) v = nd(rng);
-    set_x(*c, std::move(x));
+    set_x(*c, std::move(x), with_ref);
     return c;
 }
 
 // Replaces x (host and device) and recomputes the reference and the error-budget magnitudes.
-inline void set_x(Case& cr, std::vector<float> x) {
+inline void set_x(Case& cr, std::vector<float> x, bool with_ref) {
     Case* c = &cr;
     const Fmt& f = c->f;
     const Weight& W = c->hw;
@@ -121,6 +123,10 @@ inline void set_x(Case& cr, std::vector<float> x) {
     c->x = std::move(x);
     c->d_x = dalloc(c->x.size() * 4 + 16);
     copy_to_device(c->d_x.get(), c->x.data(), c->x.size() * 4);
+    if (!with_ref) {
+        c->ref.clear(), c->A.clear(), c->Q.clear();
+        return;
+    }
     // Reference and budgets.
     c->ref.resize(size_t(ntok * rows));
     linear_ref(W, c->x.data(), ntok, c->ref.data());

@@ -50,6 +50,7 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "core/check.h"
+#include "core/env.h"
 #include "ops/linear/linear_cuda.h"
 #include "ops/linear/linear_gemm_q_pipe.cuh"
 #include "ops/linear/linear_gemm_q_wgmma.cuh"
@@ -449,7 +450,21 @@ bool gemm_q_supported(const Weight& W) {
             ((reinterpret_cast<uintptr_t>(W.scales) & 3u) == 0 && (reinterpret_cast<uintptr_t>(W.biases) & 3u) == 0));
 }
 
-GemmPlan gemm_q_plan(const Weight& W, int64_t n, const GemmPlan& force) {
+// EMBER_GEMM_PLAN=c:s (A/B and diagnosis): every call the caller does not force takes tile config c (and K split s,
+// 0: the rule's), e.g. 0:1 for the 224 × 64 tile without a split.
+static GemmPlan env_plan() {
+    static const GemmPlan p = [] {
+        GemmPlan e;
+        const char* v = env_str("EMBER_GEMM_PLAN");
+        int c = -1, sp = 0;
+        if (v && std::sscanf(v, "%d:%d", &c, &sp) >= 1 && c >= 0 && c < kNumCfgs) e.config = c, e.split = sp;
+        return e;
+    }();
+    return p;
+}
+
+GemmPlan gemm_q_plan(const Weight& W, int64_t n, const GemmPlan& force_in) {
+    const GemmPlan force = force_in.config < 0 && force_in.split <= 0 ? env_plan() : force_in;
     const int sms = detail::sm_count();
     const int stages = stages_of(W);
     const int per_group = W.group_size == 128 ? 2 : 1;  // a split starts at a group's first stage
