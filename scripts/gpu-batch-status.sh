@@ -5,6 +5,10 @@
 #            the background while the next stages run (they compare variants within one run, so CPU load from the
 #            build shifts both sides alike; the status stage should run without it)
 #   tests    test_cuda --gtest_filter=$STATUS_TESTS (default BatchCuda.*)
+#   bug9b    the open bug of BatchCuda.Synthetic9BTwentySequencesEqualAlone: the GEMM's own plans on the model
+#            shapes against fp64 (GemmQCuda.RuleChoiceOnModelShapes*, K splits of every tile), then the test by
+#            default, with one GEMM tile and no K split (EMBER_GEMM_PLAN=0:1) and with the tiled head at every row
+#            count (EMBER_HEAD_UNTILED_ROWS=1000)
 #   ab       9B synthetic (TILED untied head) at 2 and 8 streams: the untiled head copy from 2 rows (default) vs
 #            EMBER_HEAD_UNTILED_ROWS=9 (the tiled head, one stream-kernel pass per row, as before), 2 rounds
 #   ab2      2B at 8 streams: the GDN rows kernel by the rule (slice below 9 rows) vs EMBER_GDN_ROWS=head
@@ -42,6 +46,17 @@ fi
 if has tests; then
   timeout 420 build-gpu/test_cuda --gtest_filter="${STATUS_TESTS:-BatchCuda.*}" > "$OUT/tests.log" 2>&1
   note "tests rc=$? ($(grep -cE '^\[       OK' "$OUT/tests.log") ok, $(grep -cE '^\[  FAILED  \] [A-Z]' "$OUT/tests.log") failed)"
+fi
+
+if has bug9b; then
+  timeout 150 build-gpu/test_cuda --gtest_filter='GemmQCuda.RuleChoiceOnModelShapes*:GemmQCuda.KSplits*' \
+    > "$OUT/bug9b-gemm.log" 2>&1
+  note "bug9b gemm plans rc=$? ($(grep -c 'Failure' "$OUT/bug9b-gemm.log") failures)"
+  for v in default EMBER_GEMM_PLAN=0:1 EMBER_HEAD_UNTILED_ROWS=1000; do
+    env $([ $v = default ] || echo $v) timeout 110 build-gpu/test_cuda \
+      --gtest_filter='BatchCuda.Synthetic9B*' > "$OUT/bug9b-$v.log" 2>&1
+    note "bug9b $v rc=$? ($(grep -c 'Failure' "$OUT/bug9b-$v.log") failures)"
+  done
 fi
 
 if has ab; then
@@ -100,6 +115,9 @@ fi
 echo
 cat "$OUT/status.log"
 [ -f "$OUT/tests.log" ] && grep -E "worst rel|^\[  FAILED|^\[  PASSED" "$OUT/tests.log" | tail -40
+for f in "$OUT"/bug9b-*.log; do
+  [ -f "$f" ] && { echo "== $(basename "$f")"; grep -E 'worst|among|y\[|n=.*gemm|FAILED  \]' "$f" | head -12; }
+done
 [ -f "$OUT/ab.txt" ] && cat "$OUT/ab.txt"
 [ -f "$OUT/ab2.txt" ] && cat "$OUT/ab2.txt"
 for b in 8 64; do

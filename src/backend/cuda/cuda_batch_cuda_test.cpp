@@ -96,8 +96,11 @@ TEST(BatchCuda, TiledHeadRowsEqualSequencesDecodedAlone) {
 // rows, greedy (device argmax) — selects tokens other than the sequences decoded alone (19 of ~27 greedy rows on an
 // H100), while its logits steps (6, 7 and 20 rows) match within 6e-5 and 2-8 rows pass; the 0.8B Q4_0 mix and the
 // fixtures pass at the same row counts. Not caused by the untiled head at 2-8 rows (rows > 8 took that path before).
-// The second run compares logits at every step (no greedy step), to tell a wrong forward at 13-14 rows from a wrong
-// selection.
+// (The pattern of joins makes steps of 7, 14, 20, 13 and 6 rows, the odd ones greedy: 13 and 14 are the only
+// greedy steps, so "wrong at 13-14 rows" may be "wrong at every greedy step above 8 rows" of this model.) The first
+// run compares logits at every step, to tell a wrong forward at 13-14 rows from a wrong selection; diagnosis:
+// EMBER_GEMM_PLAN=0:1 (one GEMM tile, no K split), EMBER_HEAD_UNTILED_ROWS=1000 (the tiled head at every row count),
+// and GemmQCuda.RuleChoiceOnModelShapesMatchesReference (the GEMM plans of these shapes against fp64).
 TEST(BatchCuda, Synthetic9BTwentySequencesEqualAlone) {
     SKIP_WITHOUT_GPU();
     auto m = load_gpu("synthetic:qwen3.5-9b", 256);
