@@ -71,7 +71,7 @@ inline void fill_float(std::vector<uint8_t>& dst, DType t, size_t count, std::mt
 void set_x(Case& c, std::vector<float> x, bool with_ref = true);
 
 // with_ref false: no reference or budgets (ref, A, Q empty) — for shapes too large for the single-threaded
-// reference; the caller checks sampled rows itself (sampled_ref).
+// reference; the caller checks sampled rows itself (affine_row_values).
 inline std::unique_ptr<Case> make_case(const Fmt& f, int64_t rows, int64_t cols, int64_t ntok, uint32_t seed,
                                 int data_offset = 0, bool with_ref = true) {
     auto c = std::make_unique<Case>();
@@ -113,6 +113,18 @@ inline std::unique_ptr<Case> make_case(const Fmt& f, int64_t rows, int64_t cols,
     return c;
 }
 
+// Row r of an affine case's weight in fp64: w[col] = s·q + b and a[col] = |s|·q + |b| (the budget's magnitudes).
+inline void affine_row_values(const Case& c, int64_t r, double* w, double* a) {
+    const int64_t K = c.cols, ng = K / c.f.gs;
+    const uint32_t* row = c.packed.data() + r * affine_row_words(K, c.f.bits);
+    for (int64_t col = 0; col < K; ++col) {
+        const double s = load_float(c.hw.scales, c.f.dt, size_t(r * ng + col / c.f.gs));
+        const double b = load_float(c.hw.biases, c.f.dt, size_t(r * ng + col / c.f.gs));
+        const int q = affine_get(row, col, c.f.bits);
+        w[col] = s * q + b, a[col] = std::fabs(s) * q + std::fabs(b);
+    }
+}
+
 // Replaces x (host and device) and recomputes the reference and the error-budget magnitudes.
 inline void set_x(Case& cr, std::vector<float> x, bool with_ref) {
     Case* c = &cr;
@@ -134,14 +146,7 @@ inline void set_x(Case& cr, std::vector<float> x, bool with_ref) {
     std::vector<double> w(static_cast<size_t>(cols)), a(static_cast<size_t>(cols));
     for (int64_t r = 0; r < rows; ++r) {
         if (f.affine) {
-            const int64_t ng = cols / f.gs;
-            const uint32_t* row = c->packed.data() + r * affine_row_words(cols, f.bits);
-            for (int64_t col = 0; col < cols; ++col) {
-                const double s = load_float(W.scales, f.dt, size_t(r * ng + col / f.gs));
-                const double b = load_float(W.biases, f.dt, size_t(r * ng + col / f.gs));
-                const int q = affine_get(row, col, f.bits);
-                w[size_t(col)] = s * q + b, a[size_t(col)] = std::fabs(s) * q + std::fabs(b);
-            }
+            affine_row_values(*c, r, w.data(), a.data());
         } else {
             for (int64_t col = 0; col < cols; ++col)
                 w[size_t(col)] = load_float(W.data, f.dt, size_t(r * cols + col)), a[size_t(col)] = std::fabs(w[size_t(col)]);
