@@ -8,14 +8,14 @@
 #   bug9b    the open bug of BatchCuda.Synthetic9BTwentySequencesEqualAlone: the GEMM's own plans on the model
 #            shapes against fp64 (GemmQCuda.RuleChoiceOnModelShapes*, K splits of every tile), then the test by
 #            default, with one GEMM tile and no K split (EMBER_GEMM_PLAN=0:1) and with the tiled head at every row
-#            count (EMBER_HEAD_UNTILED_ROWS=1000)
+#            count (EMBER_HEAD_UNTILED_ROWS=1000); BUG9B_VARIANTS picks among them
 #   ab       9B synthetic (TILED untied head) at 2 and 8 streams: the untiled head copy from 2 rows (default) vs
 #            EMBER_HEAD_UNTILED_ROWS=9 (the tiled head, one stream-kernel pass per row, as before), 2 rounds
 #   ab2      2B at 8 streams: the GDN rows kernel by the rule (slice below 9 rows) vs EMBER_GDN_ROWS=head
 #   profile  one 2B step's GPU time by kernel at 8 and 64 streams (ember bench --profile)
 #   peer     waits for peerbg, then llama-batched-bench and ember on the same GGUF (gpu-peer.sh step bench), and
 #            ember on that file with EMBER_HEAD_UNTILED_ROWS=2 (its Q6_K head through the block GEMV at 2-8 rows)
-#   status   ember bench --synthetic $STATUS_MODELS (default qwen3.5-2b,qwen3.5-9b) --batch 1,8,32,64
+#   status   ember bench --synthetic $STATUS_MODELS (default qwen3.5-2b,qwen3.5-9b) --batch $STATUS_BATCH (1,8,32,64)
 #            -n $STATUS_N (default 128) -r 2 -c 512
 #   gemv     gemv_bench --quick (the 2B shapes at 1-8 rows: q and mma kernels, µs and % of copy bandwidth)
 #   ncu      Nsight Compute on the q-kernel GEMV inside a 2B decode step at 8 rows and at 1 row
@@ -52,7 +52,7 @@ if has bug9b; then
   timeout 150 build-gpu/test_cuda --gtest_filter='GemmQCuda.RuleChoiceOnModelShapes*:GemmQCuda.KSplits*' \
     > "$OUT/bug9b-gemm.log" 2>&1
   note "bug9b gemm plans rc=$? ($(grep -c 'Failure' "$OUT/bug9b-gemm.log") failures)"
-  for v in default EMBER_GEMM_PLAN=0:1 EMBER_HEAD_UNTILED_ROWS=1000; do
+  for v in ${BUG9B_VARIANTS:-default EMBER_GEMM_PLAN=0:1 EMBER_HEAD_UNTILED_ROWS=1000}; do
     env $([ $v = default ] || echo $v) timeout 110 build-gpu/test_cuda \
       --gtest_filter='BatchCuda.Synthetic9B*' > "$OUT/bug9b-$v.log" 2>&1
     note "bug9b $v rc=$? ($(grep -c 'Failure' "$OUT/bug9b-$v.log") failures)"
@@ -89,7 +89,7 @@ if has peer; then
 fi
 
 if has status; then
-  timeout 500 "$E" bench --synthetic ${STATUS_MODELS:-qwen3.5-2b,qwen3.5-9b} --device cuda --batch 1,8,32,64 \
+  timeout 500 "$E" bench --synthetic ${STATUS_MODELS:-qwen3.5-2b,qwen3.5-9b} --device cuda --batch ${STATUS_BATCH:-1,8,32,64} \
     -n ${STATUS_N:-128} -r 2 -c 512 \
     > "$OUT/status.md" 2> "$OUT/status.err"
   note "status rc=$?"
