@@ -186,8 +186,7 @@ __global__ void __launch_bounds__(C::NTH, C::MINB) gemm_q_kernel(const Args a) {
             consume_stage<C, BITS, GS, HILO, false>(a, slot, xaddr, st * kStageK, lane, rw, tw, acc, P);
         else
             consume_stage<C, BITS, GS, HILO, true>(a, slot, xaddr, st * kStageK, lane, rw, tw, acc, P);
-        __syncwarp();
-        if (lane == 0) mbar_arrive(empty(sl));
+        release_slot(empty(sl), lane);
     }
     const int g = lane >> 2, t = lane & 3;
 #pragma unroll

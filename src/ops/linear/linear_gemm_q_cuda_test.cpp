@@ -144,6 +144,70 @@ std::vector<float> gemm_host(const Weight& W, const Case& c, int64_t n, const Ge
     return y;
 }
 
+// Every tile, no K split, on weights of many waves (the 9B's 248,320-row LM head: 1,109 blocks of a 224-row tile,
+// several per SM in turn) and of about two waves (59,136 rows), each plan run twice: values against the fp64
+// reference on every 13th row (and the last rows), and the two runs bit for bit. On a failure the bad rows are
+// described by their place in a 224-row tile (which consumer warp) and their block (first wave or later).
+TEST(GemmQCuda, ManyWavesEveryTileMatchesReference) {
+    SKIP_WITHOUT_GPU();
+    const Fmt f{true, DType::BF16, 4, 64};
+    uint32_t seed = 5700;
+    for (const int64_t rows : {int64_t(248320), int64_t(59136)}) {
+        const int64_t cols = 4096, nmax = 24;
+        auto c = make_case(f, rows, cols, nmax, seed++, 0, false);
+        std::vector<char> sampled(static_cast<size_t>(rows), 0);
+        for (int64_t r = 0; r < rows; r += 13) sampled[size_t(r)] = 1;
+        for (int64_t r = rows - 1; r >= rows - 450; r -= 3) sampled[size_t(r)] = 1;
+        std::vector<double> ref(size_t(nmax * rows), 0.0), A(size_t(nmax * rows), 0.0);
+        std::vector<double> w(static_cast<size_t>(cols)), a(static_cast<size_t>(cols));
+        for (int64_t r = 0; r < rows; ++r) {
+            if (!sampled[size_t(r)]) continue;
+            affine_row_values(*c, r, w.data(), a.data());
+            for (int64_t t = 0; t < nmax; ++t) {
+                double sy = 0, sa = 0;
+                const float* xt = c->x.data() + t * cols;
+                for (int64_t k = 0; k < cols; ++k) sy += w[size_t(k)] * xt[k], sa += a[size_t(k)] * std::fabs(xt[k]);
+                ref[size_t(t * rows + r)] = sy, A[size_t(t * rows + r)] = sa;
+            }
+        }
+        for (int cfg = 0; cfg < gemm_q_configs(); ++cfg)
+            for (int64_t n : {9, 16, 24}) {
+                const GemmPlan plan{cfg, 1};
+                char buf[96];
+                SCOPED_TRACE(testing::Message() << "rows=" << rows << " n=" << n << " "
+                                                << gemm_q_describe(c->dw, n, buf, sizeof buf, plan));
+                const std::vector<float> y1 = gemm_host(c->dw, *c, n, plan), y2 = gemm_host(c->dw, *c, n, plan);
+                size_t bad = 0, differ = 0, first_wave = 0;
+                int warp_hist[7] = {};
+                std::vector<int64_t> bad_rows;
+                for (int64_t r = 0; r < rows; ++r) {
+                    bool rbad = false;
+                    for (int64_t t = 0; t < n; ++t) {
+                        const size_t i = size_t(t * rows + r);
+                        differ += std::memcmp(&y1[i], &y2[i], 4) != 0;
+                        if (sampled[size_t(r)] && !(std::fabs(y1[i] - ref[i]) <= 2e-5 * A[i] + 1e-6)) ++bad, rbad = true;
+                    }
+                    if (rbad) {
+                        ++warp_hist[(r % 224) / 32];
+                        first_wave += r / 224 < 264;
+                        if (bad_rows.size() < 8) bad_rows.push_back(r);
+                    }
+                }
+                EXPECT_EQ(bad, 0u) << "entries off the reference";
+                EXPECT_EQ(differ, 0u) << "entries differing between two runs";
+                if (bad || differ) {
+                    std::printf("  %s rows %lld n %lld: %zu bad entries, %zu differ between runs; bad rows by "
+                                "224-tile warp:", buf, (long long)rows, (long long)n, bad, differ);
+                    for (int h : warp_hist) std::printf(" %d", h);
+                    std::printf("; in blocks < 264: %zu; first:", first_wave);
+                    for (int64_t r : bad_rows) std::printf(" %lld", (long long)r);
+                    std::printf("\n");
+                }
+            }
+    }
+}
+
+
 // Pairs made once (gemm_q_make_pairs, as the upload does) give the bits of pairs made per call, on every tile,
 // K splits, every group size and scale type, ragged shapes; so do row views of the weight (an even first row
 // reads the parent's pairs; an odd one cannot, and falls back to per-call pairs), against the whole weight's rows.

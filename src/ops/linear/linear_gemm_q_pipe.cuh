@@ -159,6 +159,17 @@ __device__ __forceinline__ void produce_stage(const Args& a, uint32_t slot, uint
 }
 
 
+// A consumer warp hands slot `bar`'s EMPTY barrier its arrival once every lane's reads of the slot are done. The
+// proxy fence is what makes them done: the slot's next bulk copies write through the async proxy, and a plain
+// release arrive does not wait for shared-memory loads still in flight (ptxas issued the close step's LDS of the
+// pairs and x sums, then the arrive, and only then waited for the loaded values — the producer's next bulk copy could
+// overwrite the pairs before they were read: wrong rows of the 9B's LM head at 9-16 tokens, 2026-12-07).
+__device__ __forceinline__ void release_slot(uint32_t bar, int lane) {
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+    __syncwarp();
+    if (lane == 0) mbar_arrive(bar);
+}
+
 // This block's place: its W-row and token tile origins, its K slice (stages st0 .. st0 + nst), warp and lane.
 struct BlockPos {
     int n0, m0, st0, nst, warp, lane;

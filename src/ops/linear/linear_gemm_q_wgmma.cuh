@@ -241,8 +241,7 @@ __global__ void __launch_bounds__(C::NTH, 1) gemm_q_wg_kernel(const Args a) {
         } else {  // its second half
             wg_group<C, HILO, 0, 4, false, true>(A, xaddr, P, sbl, xql, 0, rw, g, t, acc);
         }
-        __syncwarp();
-        if (lane == 0) mbar_arrive(empty(sl));
+        release_slot(empty(sl), lane);
     }
 #pragma unroll
     for (int i = 0; i < MF; ++i)
