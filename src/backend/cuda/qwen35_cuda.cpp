@@ -67,7 +67,13 @@ Status CudaQwen35::init() {
     EMBER_REQUIRE(gated_attention_head_dim_supported(c.head_dim),
                   "--device cuda: head dim %lld is not supported by the GPU attention (16, 32, 64, 96, 128, 256)",
                   (long long)c.head_dim);
-    std::vector<const Weight*> hw{&w.lm_head};
+    // The layers' matrices decide whether every GGML one is repacked (prefer_fusable_uploads); the LM head does not:
+    // a Q6_K head (llama-quantize's default beside Q4_0 / Q4_1 / Q8_0 layers) cannot be, and used to keep the
+    // layers' matrices below 8 MiB (the 2B's down, o and GDN projections) on the block GEMV, which re-decodes them
+    // per row at 2-8 rows. H100, llama.cpp-made Q4_0 GGUF of the 2B shape, one call (EMBER_GGML_REPACK=all against
+    // the old rule): 731 → 772 / 1,608 → 2,412 / 8,519 → 10,806 tok/s at 1 / 8 / 64 streams
+    // (bench/results/2026-12-07-h100-gemm-release-fence.md).
+    std::vector<const Weight*> hw;
     for (const auto& L : w.layers) {
         for (const Weight* m : {&L.mlp.gate_proj, &L.mlp.up_proj, &L.mlp.down_proj}) hw.push_back(m);
         if (L.type == LayerType::FULL_ATTENTION)
