@@ -92,6 +92,24 @@ TEST(GemmQCuda, RuleChoiceAndEdgeShapes) {
     }
 }
 
+// fp64 reference y and budget magnitudes A ([c.ntok, c.rows]) of a case made without its reference, on the sampled
+// rows only (zeros elsewhere).
+void sampled_reference(const Case& c, const std::vector<char>& sampled, std::vector<double>& ref, std::vector<double>& A) {
+    const int64_t rows = c.rows, cols = c.cols, nmax = c.ntok;
+    ref.assign(size_t(nmax * rows), 0.0), A.assign(size_t(nmax * rows), 0.0);
+    std::vector<double> w(static_cast<size_t>(cols)), a(static_cast<size_t>(cols));
+    for (int64_t r = 0; r < rows; ++r) {
+        if (!sampled[size_t(r)]) continue;
+        affine_row_values(c, r, w.data(), a.data());
+        for (int64_t t = 0; t < nmax; ++t) {
+            double sy = 0, sa = 0;
+            const float* xt = c.x.data() + t * cols;
+            for (int64_t k = 0; k < cols; ++k) sy += w[size_t(k)] * xt[k], sa += a[size_t(k)] * std::fabs(xt[k]);
+            ref[size_t(t * rows + r)] = sy, A[size_t(t * rows + r)] = sa;
+        }
+    }
+}
+
 // The rule's own plan on the shapes of the 2B and 9B models (incl. the 248,320-row LM heads) at the row counts
 // of a batched decode step (9-64 tokens): K splits of uneven slices, the 16-token tiles, partial budgets capped
 // at 32 MiB. The whole output is poisoned (an entry never written fails) with a guard after it; values against the
@@ -109,18 +127,9 @@ TEST(GemmQCuda, RuleChoiceOnModelShapesMatchesReference) {
         std::vector<char> sampled(static_cast<size_t>(rows), 0);
         for (int64_t r = 0; r < rows; r += rows / 97 + 1) sampled[size_t(r)] = 1;  // over every slice of rows
         for (int64_t r = rows - 1; r >= std::max<int64_t>(0, rows - 450); r -= 7) sampled[size_t(r)] = 1;  // last row on
-        std::vector<float> ref(size_t(nmax * rows), 0.f);
-        std::vector<double> A(size_t(nmax * rows), 0.0), w(static_cast<size_t>(cols)), a(static_cast<size_t>(cols));
-        for (int64_t r = 0; r < rows; ++r) {
-            if (!sampled[size_t(r)]) continue;
-            affine_row_values(*c, r, w.data(), a.data());
-            for (int64_t t = 0; t < nmax; ++t) {
-                double sy = 0, sa = 0;
-                const float* xt = c->x.data() + t * cols;
-                for (int64_t k = 0; k < cols; ++k) sy += w[size_t(k)] * xt[k], sa += a[size_t(k)] * std::fabs(xt[k]);
-                ref[size_t(t * rows + r)] = float(sy), A[size_t(t * rows + r)] = sa;
-            }
-        }
+        std::vector<double> refd, A;
+        sampled_reference(*c, sampled, refd, A);
+        const std::vector<float> ref(refd.begin(), refd.end());
         for (int64_t n : {9, 12, 13, 14, 15, 16, 17, 20, 24, 32, 48, 64}) {
             char buf[96];
             SCOPED_TRACE(testing::Message() << "rows=" << rows << " cols=" << cols << " n=" << n << " "
@@ -158,18 +167,8 @@ TEST(GemmQCuda, ManyWavesEveryTileMatchesReference) {
         std::vector<char> sampled(static_cast<size_t>(rows), 0);
         for (int64_t r = 0; r < rows; r += 13) sampled[size_t(r)] = 1;
         for (int64_t r = rows - 1; r >= rows - 450; r -= 3) sampled[size_t(r)] = 1;
-        std::vector<double> ref(size_t(nmax * rows), 0.0), A(size_t(nmax * rows), 0.0);
-        std::vector<double> w(static_cast<size_t>(cols)), a(static_cast<size_t>(cols));
-        for (int64_t r = 0; r < rows; ++r) {
-            if (!sampled[size_t(r)]) continue;
-            affine_row_values(*c, r, w.data(), a.data());
-            for (int64_t t = 0; t < nmax; ++t) {
-                double sy = 0, sa = 0;
-                const float* xt = c->x.data() + t * cols;
-                for (int64_t k = 0; k < cols; ++k) sy += w[size_t(k)] * xt[k], sa += a[size_t(k)] * std::fabs(xt[k]);
-                ref[size_t(t * rows + r)] = sy, A[size_t(t * rows + r)] = sa;
-            }
-        }
+        std::vector<double> ref, A;
+        sampled_reference(*c, sampled, ref, A);
         for (int cfg = 0; cfg < gemm_q_configs(); ++cfg)
             for (int64_t n : {9, 16, 24}) {
                 const GemmPlan plan{cfg, 1};
