@@ -5,7 +5,8 @@
 #            the background while the next stages run (they compare variants within one run, so CPU load from the
 #            build shifts both sides alike; the status stage should run without it)
 #   tests    test_cuda --gtest_filter=$STATUS_TESTS (default BatchCuda.*)
-#   bug9b    the open bug of BatchCuda.Synthetic9BTwentySequencesEqualAlone: the GEMM's own plans on the model
+#   bug9b    the bug of BatchCuda.Synthetic9BTwentySequencesEqualAlone (a race in the GEMM's slot release, mended
+#            2026-12-07), kept as a regression stage: the GEMM's own plans on the model
 #            shapes against fp64 (GemmQCuda.RuleChoiceOnModelShapes*, K splits of every tile), then the test by
 #            default, with one GEMM tile and no K split (EMBER_GEMM_PLAN=0:1) and with the tiled head at every row
 #            count (EMBER_HEAD_UNTILED_ROWS=1000); BUG9B_VARIANTS picks among them
