@@ -351,8 +351,7 @@ __device__ __forceinline__ void consume_gemv(const PdGemv op, const Smem& S, Rin
                 else if (G.st == PD_F16) gemv_slot<PD_F16>(G, S, sb, ch, warp, nsc, lane, epi, acc0, acc1);
                 else gemv_slot<PD_F32>(G, S, sb, ch, warp, nsc, lane, epi, acc0, acc1);
             }
-            __syncwarp();
-            if (lane == 0) mbar_arrive(&S.empty[slot]);
+            mbar_release(&S.empty[slot], lane);
             it.next(S.nslots);
         }
         acc0 += __shfl_xor_sync(0xffffffffu, acc0, 1);

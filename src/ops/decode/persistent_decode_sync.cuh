@@ -72,6 +72,14 @@ __device__ __forceinline__ void mbar_init(uint64_t* bar, unsigned count) {
 __device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
     asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(su32(bar)) : "memory");
 }
+// A consumer warp's release of a ring slot, once every lane's reads of it are done: the proxy fence first, since
+// the slot's next bulk copies write through the async proxy and a plain arrive does not wait for shared loads still
+// in flight (the affine GEMM lost rows to exactly this, 2026-12-07: linear_gemm_q_pipe.cuh, release_slot).
+__device__ __forceinline__ void mbar_release(uint64_t* bar, int lane) {
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+    __syncwarp();
+    if (lane == 0) mbar_arrive(bar);
+}
 __device__ __forceinline__ void mbar_arrive_expect_tx(uint64_t* bar, unsigned bytes) {
     asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(su32(bar)), "r"(bytes) : "memory");
 }
