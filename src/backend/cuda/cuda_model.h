@@ -253,8 +253,11 @@ protected:
     // fused(), above) where they also do at 2..fuse_rows_ rows with the q kernel (a model whose stacked inputs
     // are not AFFINE sets it to 1 afterwards).
     void choose_decode_fusion(const std::vector<const Weight*>& decode_weights);
-    // Before the uploads: when every HOST matrix a decode step multiplies is DeviceArena::repackable_for_fusion,
-    // GGML ones are repacked whatever their size, so that choose_decode_fusion can pick the fused path.
+    // Before the uploads: when every HOST matrix in `decode_weights` is DeviceArena::repackable_for_fusion, GGML
+    // ones are repacked whatever their size, so that choose_decode_fusion can pick the fused path and the 2-8-row
+    // steps of the batched engine run the affine q kernel instead of the per-row block GEMV. The caller picks the
+    // list: Llama passes its layers' matrices and the head; Qwen3.5 only its layers' (a Q6_K head cannot be
+    // repacked and must not keep the layers on the block GEMV — measured; unmeasured for Llama, so unchanged).
     void prefer_fusable_uploads(const std::vector<const Weight*>& decode_weights);
     bool fuse_decode_ = false;
     int64_t fuse_rows_ = 1;

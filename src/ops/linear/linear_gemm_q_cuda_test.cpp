@@ -206,7 +206,6 @@ TEST(GemmQCuda, ManyWavesEveryTileMatchesReference) {
     }
 }
 
-
 // Pairs made once (gemm_q_make_pairs, as the upload does) give the bits of pairs made per call, on every tile,
 // K splits, every group size and scale type, ragged shapes; so do row views of the weight (an even first row
 // reads the parent's pairs; an odd one cannot, and falls back to per-call pairs), against the whole weight's rows.
