@@ -18,6 +18,15 @@
 #            ember on that file with EMBER_HEAD_UNTILED_ROWS=2 (its Q6_K head through the block GEMV at 2-8 rows)
 #   status   ember bench --synthetic $STATUS_MODELS (default qwen3.5-2b,qwen3.5-9b) --batch $STATUS_BATCH (1,8,32,64)
 #            -n $STATUS_N (default 128) -r 2 -c 512
+#   pd       persistent decode (EMBER_DECODE=persistent, its GEMV ring released after a proxy fence since
+#            2026-12-07) vs the graph, synthetic 2B, one stream, 2 rounds
+#   q6k      on the 2B Q4_0 mix (Q4_0 layers, Q6_K head; --synthetic qwen3.5-2b:q4_0, or with Q6K_SRC=peer peerbg's
+#            GGUF, waiting for it): the head at 2-8 rows with up to 4 rows per
+#            stream-kernel pass (EMBER_STREAM_ROWS=1) vs one pass per row (EMBER_STREAM_ROWS=0), 2 rounds
+#   q6k16    the same model at 16-32 rows: the tiled head in 4-row passes (EMBER_HEAD_UNTILED_ROWS=1000) vs the
+#            untiled copy's split GEMM (default), 1 round
+#   gemm8    2B synthetic at 4 and 8 streams: the GEMVs (default) vs the tensor-core GEMM from 5 rows
+#            (EMBER_GEMM_FROM_ROWS=5), 2 rounds
 #   gemv     gemv_bench --quick (the 2B shapes at 1-8 rows: q and mma kernels, µs and % of copy bandwidth)
 #   ncu      Nsight Compute on the q-kernel GEMV inside a 2B decode step at 8 rows and at 1 row
 # STATUS_STAGES picks them (default "peerbg tests ab profile peer"; "report" only prints the table of what OUT
@@ -60,17 +69,35 @@ if has bug9b; then
   done
 fi
 
-if has ab; then
-  timeout 400 bash scripts/gpu-ab.sh "$OUT/ab" 2 "--synthetic qwen3.5-9b --device cuda --batch 2,8 -n 32 -r 2 -c 512" \
-    "untiled|$E|" "tiled|$E|EMBER_HEAD_UNTILED_ROWS=9" > "$OUT/ab.txt" 2>&1
-  note "ab rc=$?"
-fi
+# ab_stage NAME SECONDS ROUNDS "BENCH ARGS" "label|bin|ENV" ... : scripts/gpu-ab.sh into OUT/NAME, table in OUT/NAME.txt
+ab_stage() {
+  local name=$1 secs=$2 rounds=$3 args=$4
+  shift 4
+  timeout "$secs" bash scripts/gpu-ab.sh "$OUT/$name" "$rounds" "$args" "$@" > "$OUT/$name.txt" 2>&1
+  note "$name rc=$?"
+}
+# The peer's GGUF (Q4_0 layers, Q6_K head), once peerbg has made it.
+gguf() {
+  [ -n "$peer_pid" ] && { wait "$peer_pid"; note "peer background rc=$?"; peer_pid=; }
+  [ -s /tmp/q35-2b-q4_0.gguf ] || { note "no GGUF at /tmp/q35-2b-q4_0.gguf"; return 1; }
+}
+S2B="--synthetic qwen3.5-2b --device cuda"
+# The Q4_0 mix with its Q6_K head: the synthetic one (default) or, Q6K_SRC=peer, peerbg's GGUF.
+q6k_model() {
+  if [ "${Q6K_SRC:-synthetic}" = peer ]; then gguf && G2B="-m /tmp/q35-2b-q4_0.gguf --device cuda"
+  else G2B="--synthetic qwen3.5-2b:q4_0 --device cuda"; fi
+}
 
-if has ab2; then
-  timeout 300 bash scripts/gpu-ab.sh "$OUT/ab2" 2 "--synthetic qwen3.5-2b --device cuda --batch 8 -n 64 -r 2 -c 512" \
-    "default|$E|" "gdnhead|$E|EMBER_GDN_ROWS=head" > "$OUT/ab2.txt" 2>&1
-  note "ab2 rc=$?"
-fi
+has ab && ab_stage ab 400 2 "--synthetic qwen3.5-9b --device cuda --batch 2,8 -n 32 -r 2 -c 512" \
+  "untiled|$E|" "tiled|$E|EMBER_HEAD_UNTILED_ROWS=9"
+has ab2 && ab_stage ab2 300 2 "$S2B --batch 8 -n 64 -r 2 -c 512" "default|$E|" "gdnhead|$E|EMBER_GDN_ROWS=head"
+has pd && ab_stage pd 200 2 "$S2B -n 128 -r 2 -c 512" "graph|$E|EMBER_DECODE=graph" \
+  "persistent|$E|EMBER_DECODE=persistent"
+has gemm8 && ab_stage gemm8 240 2 "$S2B --batch 4,8 -n 64 -r 2 -c 512" "gemv|$E|" "gemm5|$E|EMBER_GEMM_FROM_ROWS=5"
+has q6k && q6k_model && ab_stage q6k 240 2 "$G2B --batch ${Q6K_BATCH:-2,8} -n 64 -r 2 -c 512" "x4|$E|EMBER_STREAM_ROWS=1" \
+  "pertoken|$E|EMBER_STREAM_ROWS=0"
+has q6k16 && q6k_model && ab_stage q6k16 200 1 "$G2B --batch 16,32 -n 64 -r 2 -c 512" "splitgemm|$E|" \
+  "tiledx4|$E|EMBER_HEAD_UNTILED_ROWS=1000 EMBER_STREAM_ROWS=1"
 
 if has profile; then
   for b in ${PROFILE_BATCHES:-8 64}; do
@@ -119,8 +146,7 @@ cat "$OUT/status.log"
 for f in "$OUT"/bug9b-*.log; do
   [ -f "$f" ] && { echo "== $(basename "$f")"; grep -E 'worst|among|y\[|n=.*gemm|FAILED  \]' "$f" | head -12; }
 done
-[ -f "$OUT/ab.txt" ] && cat "$OUT/ab.txt"
-[ -f "$OUT/ab2.txt" ] && cat "$OUT/ab2.txt"
+for f in ab ab2 pd gemm8 q6k q6k16; do [ -f "$OUT/$f.txt" ] && cat "$OUT/$f.txt"; done
 for b in 8 64; do
   [ -f "$OUT/profile-$b.md" ] && { echo "== profile $b"; grep -E '^\|' "$OUT/profile-$b.md" | head -24; }
 done

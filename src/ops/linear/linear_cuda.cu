@@ -67,6 +67,13 @@ bool cublas_prefill() {
     return on;
 }
 
+// EMBER_GEMM_FROM_ROWS=N (2..9; A/B of the batched step): from N rows on, affine weights the tensor-core GEMM takes
+// run it (workspace permitting) instead of the GEMV at n ≤ 8. Default 9: the GEMV up to 8 rows.
+int64_t gemm_from_rows() {
+    static const int64_t v = std::clamp(env_int("EMBER_GEMM_FROM_ROWS", 9), 2, 9);
+    return v;
+}
+
 }  // namespace
 
 void linear_gemv(const Weight& W0, const float* x, int64_t n, float* y, cudaStream_t stream, const GemvTuning& tune) {
@@ -100,7 +107,8 @@ void linear(const Weight& W, const float* x, int64_t n, float* y, cudaStream_t s
             size_t workspace_bytes, GemmPrecision prec) {
     EMBER_CHECK(n >= 0, "linear: n=%lld", (long long)n);
     if (n == 0) return;
-    if (n <= 8) {
+    if (n <= 8 && !(n >= gemm_from_rows() && W.format == WeightFormat::AFFINE && gemm_q_supported(W) && workspace &&
+                    workspace_bytes >= gemm_q_workspace_bytes(W, n) && !cublas_prefill())) {
         linear_gemv(W, x, n, y, stream);
         return;
     }
@@ -146,11 +154,11 @@ void linear_parts(const Weight& stacked, const Weight* const* parts, float* cons
     EMBER_CHECK(stacked.empty() || r == stacked.rows, "linear_parts: parts of %lld rows, stacked weight of %lld",
                 (long long)r, (long long)stacked.rows);
     // n ≤ 8: the streaming GEMV over the stacked weight where linear_gemv() would take it.
-    if (n >= 1 && n <= 8 && !stacked.empty() && stacked.format == WeightFormat::AFFINE &&
+    if (n >= 1 && n < gemm_from_rows() && !stacked.empty() && stacked.format == WeightFormat::AFFINE &&
         affine_kernel({}, stacked, n) == 1 && detail::gemv_affine_q(stacked, x, int(n), nullptr, stream, {}, nullptr, 0,
                                                                    nullptr, &out))
         return;
-    if (n > 8 && !stacked.empty() && !cublas_prefill() && gemm_q_supported(stacked) && workspace &&
+    if (n >= gemm_from_rows() && !stacked.empty() && !cublas_prefill() && gemm_q_supported(stacked) && workspace &&
         workspace_bytes >= gemm_q_workspace_bytes(stacked, n)) {
         gemm_q_split_out(stacked, x, n, out, stream, workspace, workspace_bytes, prec);
         return;

@@ -20,7 +20,8 @@
 //   - TILED (a large 4/8-bit affine or GGML Q6_K matrix the CUDA upload re-laid out, ops/linear/weight_tiles.h;
 //     linear_gemv_stream.cu, the "stream" kernel): same numerics as the q kernel; persistent blocks whose warps
 //     each own a K chunk with x in registers, weights through a cp.async shared-memory ring; one launch per
-//     token (W read once per token), so meant for n = 1 decode. Also used for n > 8 (one pass per token).
+//     token (W read once per token), so meant for n = 1 decode, except Q6_K: up to 4 tokens per launch (W read
+//     once per 4 tokens; the batched engine's Q6_K LM head at 2-8 rows). Also used for n > 8.
 //   - GGML Q4_0/Q4_1/Q5_0/Q8_0/Q4_K/Q5_K/Q6_K (linear_gemv_ggml.cu): CUDA cores, codes decoded exactly in
 //     registers, x in fp32 (not quantized to Q8), fp32 accumulation: the error of an fp32 dot product of the
 //     dequantized row. GGML F32/F16/BF16 run as DENSE.
@@ -137,7 +138,8 @@ bool gemv_ggml_supported(GgmlType t);
 // Multiprocessors of the device current at the first call (cached; linear_gemv_q.cu).
 int sm_count();
 // The tiled "stream" kernel (linear_gemv_stream.cu) for W.format == TILED: whether its shared memory fits W, and
-// the launch (one per token; fusion as linear_fused; x == nullptr: only fill `describe`).
+// the launch (one per token, Q6_K: per 4 or 2 tokens; fusion as linear_fused; x == nullptr: only fill
+// `describe`, which ends " x4" / " x2" where n tokens share passes).
 bool gemv_stream_fits(const Weight& W);
 void gemv_stream(const Weight& W, const float* x, int n, float* y, cudaStream_t stream,
                  const LinearFusion* fusion = nullptr, char* describe = nullptr, size_t describe_bytes = 0);

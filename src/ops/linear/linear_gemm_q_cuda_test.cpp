@@ -59,7 +59,8 @@ TEST(GemmQCuda, EveryTileMatchesReference) {
         for (int64_t K : cols) {
             auto c = make_case(f, 300, K, 133, seed++);
             for (int cfg = 0; cfg < gemm_q_configs(); ++cfg)
-                for (int64_t n : {int64_t(9), int64_t(133)}) check_gemm(*c, n, GemmPrecision::FP32, {cfg, 1}, "tile");
+                for (int64_t n : {int64_t(5), int64_t(9), int64_t(133)})  // (5: EMBER_GEMM_FROM_ROWS)
+                    check_gemm(*c, n, GemmPrecision::FP32, {cfg, 1}, "tile");
         }
     }
 }

@@ -2,7 +2,7 @@
 // (ops/linear/weight_tiles.h) — the "stream" GEMV (spec: linear_cuda.h; tests: linear_stream_cuda_test.cpp;
 // benchmark: gemv_bench, section "tiled"; design measurements: bench/results/2026-12-01-h200-stream-gemv.md).
 //
-// Design (H200: ~4.24 TB/s copy bandwidth, 132 SMs), one token per launch:
+// Design (H200: ~4.24 TB/s copy bandwidth, 132 SMs), one token per launch (Q6_K: up to 4, below):
 //  - Persistent blocks of W = tiled_warps(K) warps (8..20), one per SM. Warp w owns the K chunks (128 columns)
 //    w, w + W, …: its x B-fragments stay in registers (16 per chunk) while it streams those chunks of T = 16
 //    row tiles (a "run"); the block's warps cover all chunks of the run, and their per-tile partial sums meet in
@@ -19,6 +19,9 @@
 //  - 8-bit codes are read as two nibbles (the high one meets 16·x); Q6_K codes as bf16 128 + q taken from 6-bit
 //    streams (its 8 groups per chunk in two accumulators; y = d·Σ sc·(C − 160·X)).
 //  - The loader advances per-lane source pointers by whole tiles (64-bit index math only at chunk changes).
+//  - Q6_K, NT = 2 or 4 tokens per launch (2-8 rows of the batched engine's LM head): MMA column 2·tok + hi / lo,
+//    each k-step's sums scaled by its group's sc at once (tile_math_rows); runs of 16 / NT tiles, so the partial
+//    sums keep their size; x of NT tokens in shared memory (NT = 4 up to K = 4096, 2 up to 5120).
 // Measured (H200, n = 1, 290 MB – 1.1 GB heads): 4/8-bit 89–99 % of copy bandwidth where the q kernel reaches
 // 66–71 %; Q6_K 92–95 % (its block kernel: 56–58 %; bench/results/2026-12-01-h200-stream-q6k.md).
 #include <cuda_fp16.h>
@@ -46,12 +49,15 @@ constexpr int kSmemMax = 227 * 1024 - 1024;  // dynamic shared memory per block 
 struct SArgs {
     const uint4* codes;  // [tiles][nchunks][64]
     const uint8_t* sb;   // [tiles][nchunks][sb chunk bytes]
-    float* y;            // [rows] of this token
-    XPrologue xp;        // n = 1: this token's row
-    int64_t rows;
+    float* y;            // [ntok][ystride]: this launch's tokens
+    XPrologue xp;        // xp.n = ntok rows of x from xp.x
+    int64_t rows, ystride;
     int tiles, nchunks;
     int accum;
 };
+
+// Row tiles per run of a launch of NT tokens: the run's partial sums (warps × tiles × 16 rows × NT) keep one size.
+constexpr int tiles_per_run(int NT) { return kT / NT; }
 
 template <class ST> struct Sb4;  // one scale entry {s(g), b(g), s(g+8), b(g+8)} as floats
 template <> struct Sb4<__nv_bfloat16> {
@@ -102,6 +108,7 @@ __device__ __forceinline__ uint32_t pair128(const uint32_t* w, int m, int i) {
 struct Item {
     uint32_t w[12];
     float4 e, f;
+    uint32_t scw;  // Q6_K: the four int8 sc as read
 };
 
 // A fragments of k-step s: 4-bit codes 16 + q (8-bit codes as nibble pairs), or Q6_K codes 128 + q.
@@ -163,6 +170,30 @@ __device__ __forceinline__ void tile_math(const Item& it, const uint2 (&xf)[8], 
     }
 }
 
+// Q6_K, several tokens (NT > 1): MMA column 2·tok + (0: x hi, 1: x lo) for tok < 4, so lane (g, t) holds token t of
+// rows g, g+8. Each k-step is one group G = s: its sums are scaled at once, v = d·Σ_s sc(row, s)·(C_s + XG[s]) with
+// XG[s] = −160·X of the lane's token's group s (the same math as tile_math's one-token form, other order). The
+// sc of group s sit in quad lane s % 4 (bytes 0 / 1: groups < 4, rows g / g+8; bytes 2 / 3: groups ≥ 4).
+__device__ __forceinline__ void tile_math_rows(const Item& it, const uint2 (&xf)[8], const float (&XG)[8], float& v0,
+                                               float& v1) {
+    const int q0 = int(threadIdx.x & 31) & ~3;
+    uint32_t wq[4];
+#pragma unroll
+    for (int u = 0; u < 4; ++u) wq[u] = __shfl_sync(0xffffffffu, it.scw, q0 | u);
+    float acc0 = 0.f, acc1 = 0.f;
+#pragma unroll
+    for (int s = 0; s < 8; ++s) {
+        uint32_t a0, a1, a2, a3;
+        frag<6>(it, s, a0, a1, a2, a3);
+        float d[4];
+        mma0(d, a0, a1, a2, a3, xf[s].x, xf[s].y);
+        const uint32_t w = wq[s & 3] >> (s < 4 ? 0 : 16);
+        acc0 = fmaf(float(int8_t(w & 0xffu)), (d[0] + d[1]) + XG[s], acc0);
+        acc1 = fmaf(float(int8_t((w >> 8) & 0xffu)), (d[2] + d[3]) + XG[s], acc1);
+    }
+    v0 = it.e.x * acc0, v1 = it.e.y * acc1;
+}
+
 // A ring item as this lane reads it. Codes: 1024 bytes [h][lane][16 B] (Q6_K: 1536 bytes [3][lane][16 B]); then the
 // sb entries: ST {s, b} pairs (affine) or Q6_K int8 sc [lane][4] + fp16 d [g][h] (scale d·sc, bias −32·scale).
 template <int BITS, class ST, int NG>
@@ -176,6 +207,7 @@ __device__ __forceinline__ void read_item(const uint8_t* b, int lane, int g, int
     if constexpr (BITS == 6) {
         const uint32_t sc = reinterpret_cast<const uint32_t*>(b + 1536)[lane];
         const __half2 d = reinterpret_cast<const __half2*>(b + 1536 + 128)[g];
+        it.scw = sc;
         it.e = make_float4(__low2float(d), __high2float(d), 0.f, 0.f);
         it.f = make_float4(float(int8_t(sc & 0xff)), float(int8_t((sc >> 8) & 0xff)), float(int8_t((sc >> 16) & 0xff)),
                            float(int8_t(sc >> 24)));
@@ -184,9 +216,11 @@ __device__ __forceinline__ void read_item(const uint8_t* b, int lane, int g, int
     }
 }
 
-template <int GS, class ST, int P, int BITS>
+// NT = 1: one token (every format). NT = 2 / 4 (Q6_K): a.xp.n ≤ NT tokens in one pass over the weights.
+template <int GS, class ST, int P, int BITS, int NT>
 __global__ void __launch_bounds__(32 * kMaxWarps, 1) gemv_stream_kernel(const SArgs a) {
-    constexpr int NG = 128 / GS;
+    static_assert(NT == 1 || (BITS == 6 && (NT == 2 || NT == 4)), "several tokens per pass: Q6_K, 2 or 4");
+    constexpr int NG = 128 / GS, KT = tiles_per_run(NT);
     constexpr int CODE = BITS == 6 ? 1536 : 1024;                      // code bytes per tile-chunk
     constexpr int SBC = BITS == 6 ? 160 : 32 * NG * int(sizeof(ST));  // sb bytes per tile-chunk
     constexpr int ITEM = CODE + SBC;                                  // bytes of one tile-chunk in the ring
@@ -195,23 +229,23 @@ __global__ void __launch_bounds__(32 * kMaxWarps, 1) gemv_stream_kernel(const SA
     const int W = int(blockDim.x) >> 5, nch = a.nchunks;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
     uint8_t* ring = smem;                                                  // [W][kR][SLOT]
-    uint4* xs = reinterpret_cast<uint4*>(smem + size_t(W) * kR * SLOT);   // [nch][8 steps][4 t]
-    float* xsum = reinterpret_cast<float*>(xs + nch * 32);                 // [nch][NG]
-    float* red = xsum + nch * NG;                                          // [2][W][kT·16]
+    uint4* xs0 = reinterpret_cast<uint4*>(smem + size_t(W) * kR * SLOT);  // [NT][nch][8 steps][4 t]
+    float* xsum0 = reinterpret_cast<float*>(xs0 + NT * nch * 32);          // [NT][nch][NG]
+    float* red = xsum0 + NT * nch * NG;                                    // [2][W][KT·16 rows][NT]
     __shared__ float inv_s[8], red_ss[kMaxWarps * 8];
 
     // ---- loader: (run, chunk index ci of this warp, tile tt) in steps of P tiles ----
     // Per lane: source pointers of its 16-byte pieces at the loader's position (advanced by whole tiles; set anew
     // at each chunk change), the first tile index there; destination = the ring slot + 16·lane.
     const uint8_t* my = ring + size_t(warp) * kR * SLOT;  // this warp's ring
-    const int nmy = nch / W, nruns = (a.tiles + kT - 1) / kT;
+    const int nmy = nch / W, nruns = (a.tiles + KT - 1) / KT;
     constexpr int SBL = SBC / 16;  // lanes that copy the tile-chunk's sb bytes
     const int64_t cstep = int64_t(nch) * (CODE / 16), sstep = int64_t(nch) * SBC;  // per tile
     int lrun = blockIdx.x, lci = 0, ltt = 0, islot = 0, ltile = 0;
     const uint4* gc = nullptr;
     const uint8_t* gs = nullptr;
     auto seek = [&]() {
-        ltile = lrun * kT;  // ≥ tiles once lrun ≥ nruns: nothing is copied then
+        ltile = lrun * KT;  // ≥ tiles once lrun ≥ nruns: nothing is copied then
         const int64_t blk = int64_t(ltile) * nch + warp + W * lci;
         gc = a.codes + blk * (CODE / 16) + lane;
         gs = a.sb + blk * SBC + 16 * min(lane, SBL - 1);
@@ -229,7 +263,7 @@ __global__ void __launch_bounds__(32 * kMaxWarps, 1) gemv_stream_kernel(const SA
             }
         asm volatile("cp.async.commit_group;\n" ::);
         islot ^= 1;
-        if ((ltt += P) == kT) {
+        if ((ltt += P) == KT) {
             ltt = 0;
             if (++lci == nmy) lci = 0, lrun += gridDim.x;
             seek();
@@ -248,11 +282,18 @@ __global__ void __launch_bounds__(32 * kMaxWarps, 1) gemv_stream_kernel(const SA
         rms_factors(a.xp, inv_s, red_ss);
         inv = inv_s[0];
     }
-    // Thread i: real columns 4i..4i+3 = nibble columns 4i.. (4-bit, Q6_K) or 8i.. as (x, 16x) pairs (8-bit).
+    // Thread i: real columns 4i..4i+3 = nibble columns 4i.. (4-bit, Q6_K) or 8i.. as (x, 16x) pairs (8-bit), of
+    // token i / (K/4); the tokens past a.xp.n are zeros.
     constexpr int V = BITS == 8 ? 2 : 1, CPG = GS / (4 * V);  // nibble columns per code, threads per group
-    for (int i = threadIdx.x; i < a.xp.K / 4; i += blockDim.x) {  // K/4 a multiple of 32: whole warps
-        float v[4];
-        load_x<4>(a.xp, a.xp.x, 4 * i, inv, v);
+    const int K4 = a.xp.K / 4;
+    for (int ti = threadIdx.x; ti < NT * K4; ti += blockDim.x) {  // K/4 a multiple of 32: whole warps
+        const int tok = NT == 1 ? 0 : ti / K4, i = NT == 1 ? ti : ti % K4;
+        float v[4] = {0.f, 0.f, 0.f, 0.f};
+        if (NT == 1 || tok < a.xp.n)
+            load_x<4>(a.xp, a.xp.x + int64_t(tok) * a.xp.xstride, 4 * i,
+                      NT == 1 || a.xp.pre != PRE_RMSNORM ? inv : inv_s[tok], v);
+        uint4* xs = xs0 + tok * nch * 32;
+        float* xsum = xsum0 + tok * nch * NG;
         const int col = 4 * V * i, ch = col / 128, s = (col % 128) / 16, tt = (col % 16) / 4;
         uint32_t h0, l0, h1, l1;
         float s0, s1, s2, s3, sum;
@@ -280,20 +321,31 @@ __global__ void __launch_bounds__(32 * kMaxWarps, 1) gemv_stream_kernel(const SA
 
     int par = 0, slot = 0;
     for (int run = blockIdx.x; run < nruns; run += gridDim.x) {
-        float* rw = red + (par * W + warp) * kT * 16 + g;
+        float* rw = red + (par * W + warp) * KT * 16 * NT;
         for (int ci = 0; ci < nmy; ++ci) {
             const int ch = warp + W * ci;
             uint2 xf[8];
+            float XG = 0.f, XG2 = 0.f, XT[8];
+            if constexpr (NT == 1) {
 #pragma unroll
-            for (int s = 0; s < 8; ++s) {
-                const uint4 v = xs[(ch * 8 + s) * 4 + t];
-                const int col = 2 * ((s * 16 / GS) % 4);  // hi column of the step's group (Q6_K: groups 4-7 → d1)
-                xf[s] = g == col ? make_uint2(v.x, v.y) : g == col + 1 ? make_uint2(v.z, v.w) : make_uint2(0u, 0u);
+                for (int s = 0; s < 8; ++s) {
+                    const uint4 v = xs0[(ch * 8 + s) * 4 + t];
+                    const int col = 2 * ((s * 16 / GS) % 4);  // hi column of the step's group (Q6_K: groups 4-7 → d1)
+                    xf[s] = g == col ? make_uint2(v.x, v.y) : g == col + 1 ? make_uint2(v.z, v.w) : make_uint2(0u, 0u);
+                }
+                XG = BITS == 6 ? -160.f * xsum0[ch * NG + t] : xsum0[ch * NG + t % NG];
+                XG2 = BITS == 6 ? -160.f * xsum0[ch * NG + t + 4] : 0.f;
+            } else {  // column g: token g / 2, x hi (g even) or lo; lane t sums token t
+                const int tok = g >> 1, tk = tok < NT ? tok : 0;  // (columns past NT tokens: zeros)
+#pragma unroll
+                for (int s = 0; s < 8; ++s) {
+                    const uint4 v = xs0[((tk * nch + ch) * 8 + s) * 4 + t];
+                    xf[s] = tok >= NT ? make_uint2(0u, 0u) : g & 1 ? make_uint2(v.z, v.w) : make_uint2(v.x, v.y);
+                    XT[s] = t < NT ? -160.f * xsum0[(t * nch + ch) * NG + s] : 0.f;
+                }
             }
-            const float XG = BITS == 6 ? -160.f * xsum[ch * NG + t] : xsum[ch * NG + t % NG],
-                        XG2 = BITS == 6 ? -160.f * xsum[ch * NG + t + 4] : 0.f;
 #pragma unroll 1
-            for (int j = 0; j < kT; j += P) {
+            for (int j = 0; j < KT; j += P) {
                 __syncwarp();
                 issue();  // into the other slot (consumed last round)
                 asm volatile("cp.async.wait_group 1;\n" ::);
@@ -303,45 +355,55 @@ __global__ void __launch_bounds__(32 * kMaxWarps, 1) gemv_stream_kernel(const SA
                     Item it;
                     read_item<BITS, ST, NG>(my + slot * SLOT + p * ITEM, lane, g, t, it);
                     float v0, v1;
-                    tile_math<GS, BITS == 4 ? 16 : BITS == 8 ? 272 : 0, BITS>(it, xf, XG, XG2, v0, v1);
-                    if (t == 0) {
-                        float* r = rw + (j + p) * 16;
-                        if (ci == 0) r[0] = v0, r[8] = v1;
-                        else r[0] += v0, r[8] += v1;
+                    if constexpr (NT == 1) {
+                        tile_math<GS, BITS == 4 ? 16 : BITS == 8 ? 272 : 0, BITS>(it, xf, XG, XG2, v0, v1);
+                    } else {
+                        tile_math_rows(it, xf, XT, v0, v1);
+                    }
+                    if (t < NT) {  // partials [tile row][token]
+                        float* r = rw + ((j + p) * 16 + g) * NT + t;
+                        if (ci == 0) r[0] = v0, r[8 * NT] = v1;
+                        else r[0] += v0, r[8 * NT] += v1;
                     }
                 }
                 slot ^= 1;
             }
         }
         // The run's partials of all warps → y (fixed warp order). Double-buffered by parity: one barrier per run.
-        const float* rr = red + par * W * kT * 16;
+        const float* rr = red + par * W * KT * 16 * NT;
         __syncthreads();
-        for (int e = threadIdx.x; e < kT * 16; e += blockDim.x) {
+        for (int e = threadIdx.x; e < KT * 16 * NT; e += blockDim.x) {
             float s = 0.f;
-            for (int q = 0; q < W; ++q) s += rr[q * kT * 16 + e];
-            const int64_t row = int64_t(run) * kT * 16 + e;
-            if (row < a.rows) a.y[row] = a.accum ? a.y[row] + s : s;
+            for (int q = 0; q < W; ++q) s += rr[q * KT * 16 * NT + e];
+            const int64_t row = int64_t(run) * KT * 16 + e / NT;
+            const int tok = e % NT;
+            if (row < a.rows && tok < a.xp.n) {
+                float* y = a.y + tok * a.ystride + row;
+                *y = a.accum ? *y + s : s;
+            }
         }
         par ^= 1;
     }
     asm volatile("cp.async.wait_group 0;\n" ::);
 }
 
-size_t smem_bytes(const TileGeometry& g, int P) {
+size_t smem_bytes(const TileGeometry& g, int P, int NT = 1) {
     const int NG = 128 / g.group_nibbles;
     const size_t item = size_t(g.code_bytes + g.sb_bytes);
-    return size_t(g.warps) * kR * P * item + size_t(g.nchunks) * (512 + NG * 4) + 2 * size_t(g.warps) * kT * 16 * 4;
+    return size_t(g.warps) * kR * P * item + size_t(NT) * size_t(g.nchunks) * (512 + NG * 4) +
+           2 * size_t(g.warps) * kT * 16 * 4;
 }
 
-template <int GS, class ST, int P, int BITS>
+template <int GS, class ST, int P, int BITS, int NT = 1>
 void launch(const SArgs& a, int W, size_t smem, bool pdl, cudaStream_t stream) {
-    auto kernel = gemv_stream_kernel<GS, ST, P, BITS>;
+    auto kernel = gemv_stream_kernel<GS, ST, P, BITS, NT>;
     static const bool attr_set = [&] {
         CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemMax));
         return true;
     }();
     (void)attr_set;
-    const int grid = int(std::min<int64_t>(sm_count(), (a.tiles + kT - 1) / kT));
+    constexpr int KT = tiles_per_run(NT);
+    const int grid = int(std::min<int64_t>(sm_count(), (a.tiles + KT - 1) / KT));
     launch_ex(kernel, dim3(unsigned(grid)), dim3(unsigned(32 * W)), smem, stream, pdl, 0, a);
 }
 
@@ -349,6 +411,28 @@ template <int GS, class ST, int BITS>
 void launch_p(int P, const SArgs& a, int W, size_t smem, bool pdl, cudaStream_t stream) {
     if (P == 4) launch<GS, ST, 4, BITS>(a, W, smem, pdl, stream);
     else launch<GS, ST, 2, BITS>(a, W, smem, pdl, stream);
+}
+
+// Q6_K, NT tokens per pass.
+void launch_q6k(int NT, int P, const SArgs& a, int W, size_t smem, bool pdl, cudaStream_t stream) {
+    if (NT == 1) launch_p<16, __half, 6>(P, a, W, smem, pdl, stream);
+    else if (NT == 2) P == 4 ? launch<16, __half, 4, 6, 2>(a, W, smem, pdl, stream)
+                             : launch<16, __half, 2, 6, 2>(a, W, smem, pdl, stream);
+    else P == 4 ? launch<16, __half, 4, 6, 4>(a, W, smem, pdl, stream)
+                : launch<16, __half, 2, 6, 4>(a, W, smem, pdl, stream);
+}
+
+// Tokens per pass over a Q6_K weight for a launch of `ntok` tokens: 1, else the smallest of 2 / 4 that holds them
+// and fits shared memory (4 → 2 → 1 as K grows). EMBER_STREAM_ROWS=1 / 0 turns the shared passes on / off (off:
+// one pass per token, as before); by default kStreamRowsByDefault. The variable is read at each call (host side,
+// where a graph is captured), so tests can set it.
+constexpr bool kStreamRowsByDefault = false;  // not yet run on a GPU (2026-12-07, fourth session: no machine came)
+int q6k_tokens_per_pass(const TileGeometry& geo, int ntok) {
+    const bool on = kStreamRowsByDefault ? !env_off("EMBER_STREAM_ROWS") : env_on("EMBER_STREAM_ROWS");
+    if (!on || ntok < 2 || geo.kind != 6) return 1;
+    for (int nt : {2, 4})
+        if (nt >= ntok && smem_bytes(geo, 2, nt) <= size_t(kSmemMax)) return nt;
+    return smem_bytes(geo, 2, 2) <= size_t(kSmemMax) ? 2 : 1;
 }
 
 template <int GS, int BITS>
@@ -375,34 +459,43 @@ void gemv_stream(const Weight& W, const float* x, int n, float* y, cudaStream_t 
     const int P = smem_bytes(geo, 4) <= size_t(kSmemMax) ? 4 : 2;
     const size_t smem = smem_bytes(geo, P);
     static const bool pdl_env = !env_off("EMBER_GEMV_PDL");
-    if (describe)
-        std::snprintf(describe, describe_bytes, "stream %s g%d W%d P%d smem%zuK%s",
+    if (describe) {
+        const int nt = q6k_tokens_per_pass(geo, std::min(n, 4));
+        std::snprintf(describe, describe_bytes, "stream %s g%d W%d P%d smem%zuK%s%s",
                       geo.kind == 6 ? "Q6_K" : W.bits == 4 ? "q4" : "q8", W.group_size, nw, P,
-                      (smem + 1023) / 1024, pdl_env ? " pdl" : "");
+                      (smem + 1023) / 1024, pdl_env ? " pdl" : "", nt == 4 ? " x4" : nt == 2 ? " x2" : "");
+    }
     if (x == nullptr || W.rows == 0) return;
     EMBER_CHECK(n >= 1 && y && W.data && W.scales, "gemv_stream: bad arguments");
     EMBER_CHECK(aligned16(W.data) && aligned16(W.scales), "gemv_stream: tiled storage must be 16-byte aligned");
     const LinearFusion f = fusion ? *fusion : LinearFusion{};
     SArgs a{};
     a.codes = static_cast<const uint4*>(W.data), a.sb = static_cast<const uint8_t*>(W.scales);
-    a.rows = W.rows, a.tiles = int((W.rows + 15) / 16), a.nchunks = nch, a.accum = f.accumulate ? 1 : 0;
+    a.rows = W.rows, a.ystride = W.rows, a.tiles = int((W.rows + 15) / 16), a.nchunks = nch;
+    a.accum = f.accumulate ? 1 : 0;
     a.xp.norm_w = f.norm_w, a.xp.eps = f.eps, a.xp.n = 1, a.xp.K = int(W.cols);
     a.xp.pre = f.norm_w ? PRE_RMSNORM : f.swiglu ? PRE_SWIGLU : PRE_NONE;
     a.xp.xstride = f.swiglu ? 2 * int(W.cols) : int(W.cols);
     a.xp.aligned = aligned16(x) && (!f.norm_w || aligned16(f.norm_w)) && a.xp.xstride % 4 == 0 ? 1 : 0;
-    // One launch per token (the weights are read once per token: meant for n = 1, decode).
-    for (int tok = 0; tok < n; ++tok) {
+    // One launch per token (the weights are read once per token: meant for n = 1, decode); Q6_K: up to 4 tokens per
+    // launch (q6k_tokens_per_pass).
+    for (int tok = 0; tok < n;) {
+        const int nt = q6k_tokens_per_pass(geo, std::min(n - tok, 4));
+        const int m = std::min(n - tok, nt);
+        const int Pm = nt == 1 ? P : smem_bytes(geo, 4, nt) <= size_t(kSmemMax) ? 4 : 2;
         SArgs b = a;
         b.xp.x = x + int64_t(tok) * a.xp.xstride;
+        b.xp.n = m;
         b.y = y + int64_t(tok) * W.rows;
         switch (geo.kind * 1000 + gsn) {
             case 4032: launch_st<32, 4>(W.sb_dtype, P, b, nw, smem, pdl_env, stream); break;
             case 4064: launch_st<64, 4>(W.sb_dtype, P, b, nw, smem, pdl_env, stream); break;
             case 4128: launch_st<128, 4>(W.sb_dtype, P, b, nw, smem, pdl_env, stream); break;
             case 8064: launch_st<64, 8>(W.sb_dtype, P, b, nw, smem, pdl_env, stream); break;
-            case 6016: launch_p<16, __half, 6>(P, b, nw, smem, pdl_env, stream); break;
+            case 6016: launch_q6k(nt, Pm, b, nw, smem_bytes(geo, Pm, nt), pdl_env, stream); break;
             default: launch_st<128, 8>(W.sb_dtype, P, b, nw, smem, pdl_env, stream); break;
         }
+        tok += m;
     }
     CUDA_CHECK(cudaGetLastError());
 }
