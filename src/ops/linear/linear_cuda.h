@@ -20,8 +20,8 @@
 //   - TILED (a large 4/8-bit affine or GGML Q6_K matrix the CUDA upload re-laid out, ops/linear/weight_tiles.h;
 //     linear_gemv_stream.cu, the "stream" kernel): same numerics as the q kernel; persistent blocks whose warps
 //     each own a K chunk with x in registers, weights through a cp.async shared-memory ring; one launch per
-//     token (W read once per token), so meant for n = 1 decode, except Q6_K: up to 4 tokens per launch (W read
-//     once per 4 tokens; the batched engine's Q6_K LM head at 2-8 rows). Also used for n > 8.
+//     token (W read once per token), so meant for n = 1 decode; Q6_K with EMBER_STREAM_ROWS=1 (opt-in until it
+//     has run on a GPU): up to 4 tokens per launch (the batched engine's Q6_K LM head at 2-8 rows). Also n > 8.
 //   - GGML Q4_0/Q4_1/Q5_0/Q8_0/Q4_K/Q5_K/Q6_K (linear_gemv_ggml.cu): CUDA cores, codes decoded exactly in
 //     registers, x in fp32 (not quantized to Q8), fp32 accumulation: the error of an fp32 dot product of the
 //     dequantized row. GGML F32/F16/BF16 run as DENSE.

@@ -19,7 +19,8 @@
 //  - 8-bit codes are read as two nibbles (the high one meets 16·x); Q6_K codes as bf16 128 + q taken from 6-bit
 //    streams (its 8 groups per chunk in two accumulators; y = d·Σ sc·(C − 160·X)).
 //  - The loader advances per-lane source pointers by whole tiles (64-bit index math only at chunk changes).
-//  - Q6_K, NT = 2 or 4 tokens per launch (2-8 rows of the batched engine's LM head): MMA column 2·tok + hi / lo,
+//  - Q6_K, NT = 2 or 4 tokens per launch (2-8 rows of the batched engine's LM head; opt-in, EMBER_STREAM_ROWS=1,
+//    until measured on a GPU): MMA column 2·tok + hi / lo,
 //    each k-step's sums scaled by its group's sc at once (tile_math_rows); runs of 16 / NT tiles, so the partial
 //    sums keep their size; x of NT tokens in shared memory (NT = 4 up to K = 4096, 2 up to 5120).
 // Measured (H200, n = 1, 290 MB – 1.1 GB heads): 4/8-bit 89–99 % of copy bandwidth where the q kernel reaches

@@ -5,7 +5,8 @@
 // scales, warps per block 8..20 (nibble columns / 128 = 8, 12, 17, 20, 40),
 // rows not a multiple of 16, more row runs than SMs (blocks loop over runs, the ring crosses run and chunk
 // boundaries), n = 1..8 (one launch per token) and n = 20 (linear's n > 8 path), and the describe string.
-// GGML Q6_K tiled directly, n = 1..20 (up to 4 tokens per pass), and its fusions (Q6K*). Fusions: linear_fused_cuda_test.cpp TiledStreamModes. Layout: weight_tiles_test.cpp (CPU).
+// GGML Q6_K tiled directly, n = 1..20 (up to 4 tokens per pass, EMBER_STREAM_ROWS=1, and one per pass), and its
+// fusions (Q6K*). Fusions: linear_fused_cuda_test.cpp TiledStreamModes. Layout: weight_tiles_test.cpp (CPU).
 #include <gtest/gtest.h>
 
 #include <cstdlib>
