@@ -23,10 +23,10 @@
 #   q6k      on the 2B Q4_0 mix (Q4_0 layers, Q6_K head; --synthetic qwen3.5-2b:q4_0, or with Q6K_SRC=peer peerbg's
 #            GGUF, waiting for it): the head at 2-8 rows with up to 4 rows per
 #            stream-kernel pass (EMBER_STREAM_ROWS=1) vs one pass per row (EMBER_STREAM_ROWS=0), 2 rounds
-#   q6k16    the same model at 16-32 rows: the tiled head in 4-row passes (EMBER_HEAD_UNTILED_ROWS=1000) vs the
-#            untiled copy's split GEMM (default), 1 round
-#   gemm8    2B synthetic at 4 and 8 streams: the GEMVs (default) vs the tensor-core GEMM from 5 rows
-#            (EMBER_GEMM_FROM_ROWS=5), 2 rounds
+#   q6k16    the same model at 16-32 rows: the tiled head in 4-row passes (default) vs the untiled copy's split
+#            GEMM (EMBER_HEAD_UNTILED_ROWS=9), 1 round
+#   gemm8    2B synthetic at 4 and 8 streams: the rule (gemm_small_rows: the GEMVs for the 2B) vs the tensor-core
+#            GEMM from 5 rows for every matrix (EMBER_GEMM_FROM_ROWS=5), 2 rounds
 #   gemv     gemv_bench --quick (the 2B shapes at 1-8 rows: q and mma kernels, µs and % of copy bandwidth)
 #   ncu      Nsight Compute on the q-kernel GEMV inside a 2B decode step at 8 rows and at 1 row
 # STATUS_STAGES picks them (default "peerbg tests ab profile peer"; "report" only prints the table of what OUT
@@ -93,11 +93,11 @@ has ab && ab_stage ab 400 2 "--synthetic qwen3.5-9b --device cuda --batch 2,8 -n
 has ab2 && ab_stage ab2 300 2 "$S2B --batch 8 -n 64 -r 2 -c 512" "default|$E|" "gdnhead|$E|EMBER_GDN_ROWS=head"
 has pd && ab_stage pd 200 2 "$S2B -n 128 -r 2 -c 512" "graph|$E|EMBER_DECODE=graph" \
   "persistent|$E|EMBER_DECODE=persistent"
-has gemm8 && ab_stage gemm8 240 2 "$S2B --batch 4,8 -n 64 -r 2 -c 512" "gemv|$E|" "gemm5|$E|EMBER_GEMM_FROM_ROWS=5"
+has gemm8 && ab_stage gemm8 240 2 "$S2B --batch 4,8 -n 64 -r 2 -c 512" "rule|$E|" "gemm5|$E|EMBER_GEMM_FROM_ROWS=5"
 has q6k && q6k_model && ab_stage q6k 240 2 "$G2B --batch ${Q6K_BATCH:-2,8} -n 64 -r 2 -c 512" "x4|$E|EMBER_STREAM_ROWS=1" \
   "pertoken|$E|EMBER_STREAM_ROWS=0"
-has q6k16 && q6k_model && ab_stage q6k16 200 1 "$G2B --batch 16,32 -n 64 -r 2 -c 512" "splitgemm|$E|" \
-  "tiledx4|$E|EMBER_HEAD_UNTILED_ROWS=1000 EMBER_STREAM_ROWS=1"
+has q6k16 && q6k_model && ab_stage q6k16 200 1 "$G2B --batch 16,32 -n 64 -r 2 -c 512" "tiledx4|$E|" \
+  "splitgemm|$E|EMBER_HEAD_UNTILED_ROWS=9"
 
 if has profile; then
   for b in ${PROFILE_BATCHES:-8 64}; do

@@ -132,7 +132,10 @@ Expected<std::unique_ptr<BatchState>> CudaCausalLM::new_batch(int64_t max_seqs) 
 int64_t CudaCausalLM::untiled_head_rows() const {
     static const int env = env_int("EMBER_HEAD_UNTILED_ROWS", 0);
     if (env > 0) return env;
-    return head_.format == WeightFormat::TILED && head_.ggml_type != GgmlType::Q6_K ? 2 : 9;  // affine tiles: 2
+    if (head_.format == WeightFormat::TILED && head_.ggml_type != GgmlType::Q6_K) return 2;  // affine tiles
+    // Q6_K read once per 4 rows by the stream kernel: the copy (its split GEMM) only beyond 64 rows, where it was not
+    // measured against the tiled head (slower than it at 16-64 rows).
+    return detail::gemv_stream_tokens_per_pass(head_, 4) == 4 ? 65 : 9;
 }
 
 Status CudaCausalLM::prepare_batch_head(int64_t max_seqs) const {

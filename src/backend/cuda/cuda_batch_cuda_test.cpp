@@ -74,11 +74,10 @@ TEST(BatchCuda, SixtyFourSequencesEqualAlone) {
     }
 }
 
-// Heads stored TILED (≥ 64 MiB: the stream kernel reads them once per row; Q6_K with EMBER_STREAM_ROWS=1 once per
-// 4 rows), as the synthetic 9B's untied 4-bit head and the Q6_K output of a Q4_0 file: the batched engine multiplies
-// an untiled copy from 2 rows on (affine: the q kernel reads it once for up to 8 rows) or from 9 (Q6_K: the split
-// GEMM; at 2-8 rows the tiled head); a sequence decoded alone runs the tiled one. Rows still equal their sequences
-// decoded alone.
+// Heads stored TILED (≥ 64 MiB: the stream kernel reads them once per row, Q6_K once per 4 rows), as the synthetic
+// 9B's untied 4-bit head and the Q6_K output of a Q4_0 file: the batched engine multiplies an untiled copy from 2
+// rows on (affine: the q kernel reads it once for up to 8 rows); the Q6_K head stays tiled up to 64 rows (4 rows per
+// pass); a sequence decoded alone runs the tiled one with one row. Rows still equal their sequences decoded alone.
 TEST(BatchCuda, TiledHeadRowsEqualSequencesDecodedAlone) {
     SKIP_WITHOUT_GPU();
     for (const auto& [spec, Ks] : {std::pair<const char*, std::vector<int64_t>>{"synthetic:qwen3.5-9b", {2, 8}},

@@ -273,8 +273,9 @@ protected:
     // The head the batched engine multiplies `rows` rows with: head_, or — when head_ is TILED (the stream kernel
     // reads it once per row) — an untiled copy uploaded by the first new_batch() that can use it, from
     // untiled_head_rows() rows on: 2 when the copy is affine (MLX, or GGUF blocks repacked to affine: the q kernel
-    // reads it once for up to 8 rows), 9 otherwise (GGML Q6_K: its block GEMV is compute-bound at several rows; beyond
-    // 8 rows the split GEMM). EMBER_HEAD_UNTILED_ROWS=N overrides the 2 / 9 (A/B).
+    // reads it once for up to 8 rows); GGML Q6_K: 65 where the stream kernel takes 4 rows per pass (H200, 2B Q4_0
+    // mix: the tiled head 1.05-1.65× faster than the copy's split GEMM at 16-64 rows), else 9 (the copy's block GEMV
+    // is compute-bound at several rows; beyond 8 rows the split GEMM). EMBER_HEAD_UNTILED_ROWS=N overrides (A/B).
     const Weight& batch_head(int64_t rows) const {
         return head_rows_.data && rows >= untiled_head_rows() ? head_rows_ : head_;
     }

@@ -1,4 +1,5 @@
-// ops/linear/linear_cuda.cu: dispatch of the CUDA linear (spec: linear_cuda.h) — n ≤ 8 → GEMV kernels
+// ops/linear/linear_cuda.cu: dispatch of the CUDA linear (spec: linear_cuda.h) — n ≤ 8 → GEMV kernels (5-8 rows
+// of matrices ≥ 4096 both ways: the tensor-core GEMM when the caller's workspace holds it; gemm_small_rows)
 // (streaming tensor-core affine 4/8-bit, the tiled "stream" kernel for large 4/8-bit and Q6_K matrices, CUDA-core GGML
 // blocks, fp32 CUDA-core dense and other affine widths),
 // n > 8 → the exact GEMV in 8-token chunks (or, opt-in, bf16 panels + cuBLAS: linear_gemm.cu).
@@ -67,11 +68,15 @@ bool cublas_prefill() {
     return on;
 }
 
-// EMBER_GEMM_FROM_ROWS=N (2..9; A/B of the batched step): from N rows on, affine weights the tensor-core GEMM takes
-// run it (workspace permitting) instead of the GEMV at n ≤ 8. Default 9: the GEMV up to 8 rows.
-int64_t gemm_from_rows() {
-    static const int64_t v = std::clamp(env_int("EMBER_GEMM_FROM_ROWS", 9), 2, 9);
-    return v;
+// Whether n ≤ 8 rows of W take the tensor-core GEMM (where it takes W, workspace permitting) instead of the GEMV:
+// from 5 rows when both dimensions are ≥ 4096. H200, batched decode at 8 rows, every matrix through the GEMM from 5
+// rows vs the GEMVs (one call, 2026-12-07): synthetic 9B (every matrix ≥ 4096 both ways) 1,576 → 1,756 tok/s, its
+// Q4_0 mix 1,202 → 1,599; 2B (every matrix has a dimension of 2,048) 4,246 → 3,974, at 4 rows 2,695 → 2,716. So the
+// rule gives each shape its measured better choice (the rule itself did not run on a GPU: no machine was left).
+// EMBER_GEMM_FROM_ROWS=N (2..9) instead: from N rows for every matrix (9: never).
+bool gemm_small_rows(const Weight& W, int64_t n) {
+    static const int env = std::clamp(env_int("EMBER_GEMM_FROM_ROWS", 0), 0, 9);
+    return env >= 2 ? n >= env : n >= 5 && W.cols >= 4096 && W.rows >= 4096;
 }
 
 }  // namespace
@@ -107,7 +112,7 @@ void linear(const Weight& W, const float* x, int64_t n, float* y, cudaStream_t s
             size_t workspace_bytes, GemmPrecision prec) {
     EMBER_CHECK(n >= 0, "linear: n=%lld", (long long)n);
     if (n == 0) return;
-    if (n <= 8 && !(n >= gemm_from_rows() && W.format == WeightFormat::AFFINE && gemm_q_supported(W) && workspace &&
+    if (n <= 8 && !(gemm_small_rows(W, n) && W.format == WeightFormat::AFFINE && gemm_q_supported(W) && workspace &&
                     workspace_bytes >= gemm_q_workspace_bytes(W, n) && !cublas_prefill())) {
         linear_gemv(W, x, n, y, stream);
         return;
@@ -154,11 +159,12 @@ void linear_parts(const Weight& stacked, const Weight* const* parts, float* cons
     EMBER_CHECK(stacked.empty() || r == stacked.rows, "linear_parts: parts of %lld rows, stacked weight of %lld",
                 (long long)r, (long long)stacked.rows);
     // n ≤ 8: the streaming GEMV over the stacked weight where linear_gemv() would take it.
-    if (n >= 1 && n < gemm_from_rows() && !stacked.empty() && stacked.format == WeightFormat::AFFINE &&
+    if (n >= 1 && n <= 8 && !gemm_small_rows(stacked, n) && !stacked.empty() && stacked.format == WeightFormat::AFFINE &&
         affine_kernel({}, stacked, n) == 1 && detail::gemv_affine_q(stacked, x, int(n), nullptr, stream, {}, nullptr, 0,
                                                                    nullptr, &out))
         return;
-    if (n >= gemm_from_rows() && !stacked.empty() && !cublas_prefill() && gemm_q_supported(stacked) && workspace &&
+    if ((n > 8 || gemm_small_rows(stacked, n)) && !stacked.empty() && !cublas_prefill() && gemm_q_supported(stacked) &&
+        workspace &&
         workspace_bytes >= gemm_q_workspace_bytes(stacked, n)) {
         gemm_q_split_out(stacked, x, n, out, stream, workspace, workspace_bytes, prec);
         return;

@@ -20,8 +20,8 @@
 //   - TILED (a large 4/8-bit affine or GGML Q6_K matrix the CUDA upload re-laid out, ops/linear/weight_tiles.h;
 //     linear_gemv_stream.cu, the "stream" kernel): same numerics as the q kernel; persistent blocks whose warps
 //     each own a K chunk with x in registers, weights through a cp.async shared-memory ring; one launch per
-//     token (W read once per token), so meant for n = 1 decode; Q6_K with EMBER_STREAM_ROWS=1 (opt-in until it
-//     has run on a GPU): up to 4 tokens per launch (the batched engine's Q6_K LM head at 2-8 rows). Also n > 8.
+//     token (W read once per token), so meant for n = 1 decode; Q6_K: up to 4 tokens per launch (the batched
+//     engine's Q6_K LM head at 2-64 rows; EMBER_STREAM_ROWS=0: one per launch). Also n > 8.
 //   - GGML Q4_0/Q4_1/Q5_0/Q8_0/Q4_K/Q5_K/Q6_K (linear_gemv_ggml.cu): CUDA cores, codes decoded exactly in
 //     registers, x in fp32 (not quantized to Q8), fp32 accumulation: the error of an fp32 dot product of the
 //     dequantized row. GGML F32/F16/BF16 run as DENSE.
@@ -53,7 +53,9 @@
 namespace ember::cuda {
 
 // y = x·Wᵀ for n tokens (n ≥ 0). Requires workspace_bytes ≥ linear_workspace_bytes(W, n) (0 for n ≤ 8; with a
-// smaller workspace n > 8 falls back to the GEMV chunks). `prec` applies to the n > 8 tensor-core GEMM only.
+// smaller workspace n > 8 falls back to the GEMV chunks). `prec` applies to the tensor-core GEMM only: n > 8, and
+// 5-8 rows of an affine matrix ≥ 4096 both ways when the workspace given holds the GEMM's (faster there in batched
+// decode; EMBER_GEMM_FROM_ROWS=N: from N rows for every matrix, 9: never). linear_parts follows the same rule.
 void linear(const Weight& W, const float* x, int64_t n, float* y, cudaStream_t stream, void* workspace,
             size_t workspace_bytes, GemmPrecision prec = GemmPrecision::FP32);
 size_t linear_workspace_bytes(const Weight& W, int64_t n);
@@ -141,6 +143,8 @@ int sm_count();
 // the launch (one per token, Q6_K: per 4 or 2 tokens; fusion as linear_fused; x == nullptr: only fill
 // `describe`, which ends " x4" / " x2" where n tokens share passes).
 bool gemv_stream_fits(const Weight& W);
+// Tokens one launch of the stream kernel multiplies W with, for ntok tokens: 1, or (Q6_K) 2 or 4.
+int gemv_stream_tokens_per_pass(const Weight& W, int ntok);
 void gemv_stream(const Weight& W, const float* x, int n, float* y, cudaStream_t stream,
                  const LinearFusion* fusion = nullptr, char* describe = nullptr, size_t describe_bytes = 0);
 void gemv_ggml(const Weight& W, const float* x, int n, float* y, cudaStream_t stream);

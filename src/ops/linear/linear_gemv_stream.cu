@@ -19,8 +19,8 @@
 //  - 8-bit codes are read as two nibbles (the high one meets 16·x); Q6_K codes as bf16 128 + q taken from 6-bit
 //    streams (its 8 groups per chunk in two accumulators; y = d·Σ sc·(C − 160·X)).
 //  - The loader advances per-lane source pointers by whole tiles (64-bit index math only at chunk changes).
-//  - Q6_K, NT = 2 or 4 tokens per launch (2-8 rows of the batched engine's LM head; opt-in, EMBER_STREAM_ROWS=1,
-//    until measured on a GPU): MMA column 2·tok + hi / lo,
+//  - Q6_K, NT = 2 or 4 tokens per launch (the batched engine's LM head at 2-64 rows; EMBER_STREAM_ROWS=0: off):
+//    MMA column 2·tok + hi / lo,
 //    each k-step's sums scaled by its group's sc at once (tile_math_rows); runs of 16 / NT tiles, so the partial
 //    sums keep their size; x of NT tokens in shared memory (NT = 4 up to K = 4096, 2 up to 5120).
 // Measured (H200, n = 1, 290 MB – 1.1 GB heads): 4/8-bit 89–99 % of copy bandwidth where the q kernel reaches
@@ -427,7 +427,7 @@ void launch_q6k(int NT, int P, const SArgs& a, int W, size_t smem, bool pdl, cud
 // and fits shared memory (4 → 2 → 1 as K grows). EMBER_STREAM_ROWS=1 / 0 turns the shared passes on / off (off:
 // one pass per token, as before); by default kStreamRowsByDefault. The variable is read at each call (host side,
 // where a graph is captured), so tests can set it.
-constexpr bool kStreamRowsByDefault = false;  // not yet run on a GPU (2026-12-07, fourth session: no machine came)
+constexpr bool kStreamRowsByDefault = true;
 int q6k_tokens_per_pass(const TileGeometry& geo, int ntok) {
     const bool on = kStreamRowsByDefault ? !env_off("EMBER_STREAM_ROWS") : env_on("EMBER_STREAM_ROWS");
     if (!on || ntok < 2 || geo.kind != 6) return 1;
@@ -450,6 +450,10 @@ bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) ==
 bool gemv_stream_fits(const Weight& W) {
     const TileGeometry g = tile_geometry(W);
     return W.format == WeightFormat::TILED && g.ok && smem_bytes(g, 2) <= size_t(kSmemMax);
+}
+
+int gemv_stream_tokens_per_pass(const Weight& W, int ntok) {
+    return gemv_stream_fits(W) ? q6k_tokens_per_pass(tile_geometry(W), std::min(ntok, 4)) : 1;
 }
 
 void gemv_stream(const Weight& W, const float* x, int n, float* y, cudaStream_t stream, const LinearFusion* fusion,
