@@ -112,8 +112,7 @@ void linear(const Weight& W, const float* x, int64_t n, float* y, cudaStream_t s
             size_t workspace_bytes, GemmPrecision prec) {
     EMBER_CHECK(n >= 0, "linear: n=%lld", (long long)n);
     if (n == 0) return;
-    if (n <= 8 && !(gemm_small_rows(W, n) && W.format == WeightFormat::AFFINE && gemm_q_supported(W) && workspace &&
-                    workspace_bytes >= gemm_q_workspace_bytes(W, n) && !cublas_prefill())) {
+    if (n <= 8 && !gemm_small_rows(W, n)) {
         linear_gemv(W, x, n, y, stream);
         return;
     }
@@ -129,6 +128,10 @@ void linear(const Weight& W, const float* x, int64_t n, float* y, cudaStream_t s
     if (!bf16_prefill && W.rows > 0 && gemm_q_supported(W) && workspace &&
         workspace_bytes >= gemm_q_workspace_bytes(W, n)) {
         gemm_q(W, x, n, y, stream, workspace, workspace_bytes, prec);
+        return;
+    }
+    if (n <= 8) {  // rows gemm_small_rows() gives the GEMM where it cannot take them
+        linear_gemv(W, x, n, y, stream);
         return;
     }
     // Formats the 4-bit GEMM does not take (GGML Q5_0 / Q5_K / Q6_K and unrepacked blocks, dense, other affine

@@ -424,13 +424,10 @@ void launch_q6k(int NT, int P, const SArgs& a, int W, size_t smem, bool pdl, cud
 }
 
 // Tokens per pass over a Q6_K weight for a launch of `ntok` tokens: 1, else the smallest of 2 / 4 that holds them
-// and fits shared memory (4 → 2 → 1 as K grows). EMBER_STREAM_ROWS=1 / 0 turns the shared passes on / off (off:
-// one pass per token, as before); by default kStreamRowsByDefault. The variable is read at each call (host side,
-// where a graph is captured), so tests can set it.
-constexpr bool kStreamRowsByDefault = true;
+// and fits shared memory (4 → 2 → 1 as K grows). EMBER_STREAM_ROWS=0: 1 (one pass per token, as before); read at
+// each call (host side, where a graph is captured), so tests can set it.
 int q6k_tokens_per_pass(const TileGeometry& geo, int ntok) {
-    const bool on = kStreamRowsByDefault ? !env_off("EMBER_STREAM_ROWS") : env_on("EMBER_STREAM_ROWS");
-    if (!on || ntok < 2 || geo.kind != 6) return 1;
+    if (env_off("EMBER_STREAM_ROWS") || ntok < 2 || geo.kind != 6) return 1;
     for (int nt : {2, 4})
         if (nt >= ntok && smem_bytes(geo, 2, nt) <= size_t(kSmemMax)) return nt;
     return smem_bytes(geo, 2, 2) <= size_t(kSmemMax) ? 2 : 1;
