@@ -13,7 +13,8 @@
 #   ab       9B synthetic (TILED untied head) at 2 and 8 streams: the untiled head copy from 2 rows (default) vs
 #            EMBER_HEAD_UNTILED_ROWS=9 (the tiled head, one stream-kernel pass per row, as before), 2 rounds
 #   ab2      2B at 8 streams: the GDN rows kernel by the rule (slice below 9 rows) vs EMBER_GDN_ROWS=head
-#   profile  one 2B step's GPU time by kernel at 8 and 64 streams (ember bench --profile)
+#   profile  one 2B step's GPU time by kernel at 8 and 64 streams (ember bench --profile; PROFILE_BATCHES), and
+#            with PROFILE_FUSE=1 also at the first of them with EMBER_FUSE_ROWS=8 (profile-fuse8-B.md)
 #   peer     waits for peerbg, then llama-batched-bench and ember on the same GGUF (gpu-peer.sh step bench), and
 #            ember on that file with EMBER_HEAD_UNTILED_ROWS=2 (its Q6_K head through the block GEMV at 2-8 rows)
 #   status   ember bench --synthetic $STATUS_MODELS (default qwen3.5-2b,qwen3.5-9b) --batch $STATUS_BATCH (1,8,32,64)
@@ -27,6 +28,10 @@
 #            GEMM (EMBER_HEAD_UNTILED_ROWS=9), 1 round
 #   gemm8    2B synthetic at 4 and 8 streams: the rule (gemm_small_rows: the GEMVs for the 2B) vs the tensor-core
 #            GEMM from 5 rows for every matrix (EMBER_GEMM_FROM_ROWS=5), 2 rounds
+#   pairs    2B synthetic at 1 and 8 streams: SwiGLU pairs (the [gate|up] GEMV stores silu(g)·u; default) vs
+#            EMBER_SWIGLU_PAIRS=0 (the GEMV, then the SwiGLU kernel or the down GEMV's SwiGLU prologue), 2 rounds
+#   fuse8    2B synthetic at 4 and 8 streams: the rule (fused norms / SwiGLU up to 2 rows) vs EMBER_FUSE_ROWS=8, 2 rounds
+#   p27      prefill of the synthetic 27B (issue 18's pp512 target), ember bench -p 512 -n 0 -r 2
 #   gemv     gemv_bench --quick (the 2B shapes at 1-8 rows: q and mma kernels, µs and % of copy bandwidth)
 #   ncu      Nsight Compute on the q-kernel GEMV inside a 2B decode step at 8 rows and at 1 row
 # STATUS_STAGES picks them (default "peerbg tests ab profile peer"; "report" only prints the table of what OUT
@@ -93,6 +98,8 @@ has ab && ab_stage ab 400 2 "--synthetic qwen3.5-9b --device cuda --batch 2,8 -n
 has ab2 && ab_stage ab2 300 2 "$S2B --batch 8 -n 64 -r 2 -c 512" "default|$E|" "gdnhead|$E|EMBER_GDN_ROWS=head"
 has pd && ab_stage pd 200 2 "$S2B -n 128 -r 2 -c 512" "graph|$E|EMBER_DECODE=graph" \
   "persistent|$E|EMBER_DECODE=persistent"
+has pairs && ab_stage pairs 240 2 "$S2B --batch 1,8 -n 64 -r 2 -c 512" "pairs|$E|" "nopairs|$E|EMBER_SWIGLU_PAIRS=0"
+has fuse8 && ab_stage fuse8 240 2 "$S2B --batch 4,8 -n 64 -r 2 -c 512" "rule|$E|" "fuse8|$E|EMBER_FUSE_ROWS=8"
 has gemm8 && ab_stage gemm8 240 2 "$S2B --batch 4,8 -n 64 -r 2 -c 512" "rule|$E|" "gemm5|$E|EMBER_GEMM_FROM_ROWS=5"
 has q6k && q6k_model && ab_stage q6k 240 2 "$G2B --batch ${Q6K_BATCH:-2,8} -n 64 -r 2 -c 512" "x4|$E|EMBER_STREAM_ROWS=1" \
   "pertoken|$E|EMBER_STREAM_ROWS=0"
@@ -105,6 +112,17 @@ if has profile; then
       > "$OUT/profile-$b.md" 2> "$OUT/profile-$b.err"
     note "profile batch $b rc=$?"
   done
+  if [ -n "${PROFILE_FUSE:-}" ]; then
+    b=$(echo ${PROFILE_BATCHES:-8} | cut -d' ' -f1)
+    EMBER_FUSE_ROWS=8 timeout 200 "$E" bench --synthetic qwen3.5-2b --device cuda --batch $b -n 32 -c 512 --profile \
+      > "$OUT/profile-fuse8-$b.md" 2> "$OUT/profile-fuse8-$b.err"
+    note "profile fuse8 batch $b rc=$?"
+  fi
+fi
+
+if has p27; then
+  timeout 400 "$E" bench --synthetic qwen3.5-27b --device cuda -p 512 -n 0 -r 2 -c 1024 > "$OUT/p27.md" 2> "$OUT/p27.err"
+  note "p27 rc=$?"
 fi
 
 if has peer; then
@@ -146,10 +164,12 @@ cat "$OUT/status.log"
 for f in "$OUT"/bug9b-*.log; do
   [ -f "$f" ] && { echo "== $(basename "$f")"; grep -E 'worst|among|y\[|n=.*gemm|FAILED  \]' "$f" | head -12; }
 done
-for f in ab ab2 pd gemm8 q6k q6k16; do [ -f "$OUT/$f.txt" ] && cat "$OUT/$f.txt"; done
+for f in ab ab2 pd pairs fuse8 gemm8 q6k q6k16; do [ -f "$OUT/$f.txt" ] && cat "$OUT/$f.txt"; done
 for b in 8 64; do
   [ -f "$OUT/profile-$b.md" ] && { echo "== profile $b"; grep -E '^\|' "$OUT/profile-$b.md" | head -24; }
+  [ -f "$OUT/profile-fuse8-$b.md" ] && { echo "== profile fuse8 $b"; grep -E '^\|' "$OUT/profile-fuse8-$b.md" | head -24; }
 done
+[ -f "$OUT/p27.md" ] && grep -E '^\|' "$OUT/p27.md"
 [ -f "$OUT/peer/peer-summary.md" ] && cat "$OUT/peer/peer-summary.md"
 [ -f "$OUT/peer-ember-head2.md" ] && grep -E '^\|' "$OUT/peer-ember-head2.md"
 [ -f "$OUT/status.md" ] && grep -E '^\|' "$OUT/status.md"

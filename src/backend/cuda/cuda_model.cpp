@@ -74,6 +74,11 @@ void CudaCausalLM::fused_gemv(CudaState& s, const Weight& w, const float* x, flo
     }
     GemvTuning t;
     t.kernel = 1;  // the fusable kernel (choose_decode_fusion checked it takes every decode weight at 2-8 rows)
+    // Without a prologue (the residual adds; the down projection after SwiGLU pairs) the rule's kernel where it
+    // takes W: the mma kernel for 4-8 rows of K ≥ 6144 adds into y as well.
+    char buf[96];
+    if (!f.norm_w && !f.swiglu && detail::gemv_affine_mma(w, nullptr, int(n), nullptr, nullptr, {}, buf, sizeof buf))
+        t.kernel = 0;
     linear_fused(w, x, n, y, f, s.stream, nullptr, 0, &t);
 }
 
@@ -109,17 +114,30 @@ const float* CudaCausalLM::residual_linear(CudaState& s, const Weight& w, const 
 const float* CudaCausalLM::swiglu_mlp(CudaState& s, const float* pending, const float* post_norm, float eps,
                                       const Weight& gate_up, const Weight& gate, const Weight& up, const Weight& down,
                                       int64_t n, int64_t I, bool fz) const {
-    if (fz) {  // [gate | up] = RMSNorm(x)·Wᵀ; x += SwiGLU([gate | up])·downᵀ
-        normed_linear(s, gate_up, post_norm, eps, n, s.t0, true);
-        LinearFusion f;
-        f.swiglu = true, f.accumulate = true;
-        fused_gemv(s, down, s.t0, s.x, f, n);
+    // SwiGLU pairs (linear_swiglu_pairs): the [gate | up] GEMV forms h = SwiGLU in its epilogue (no SwiGLU kernel,
+    // the down projection reads h). Not offered to the persistent decode recorder, which keeps the prologue form.
+    GemvTuning rows_q;
+    rows_q.kernel = 1;  // fused rows: the q kernel, as fused_gemv
+    if (fz) {  // x += SwiGLU(RMSNorm(x)·[gate | up]ᵀ)·downᵀ
+        LinearFusion fn;
+        fn.norm_w = post_norm, fn.eps = eps;
+        LinearFusion fa;
+        fa.accumulate = true;
+        if (!s.rec && linear_swiglu_pairs(gate_up, s.x, n, s.t2, fn, s.stream, n > 1 ? &rows_q : nullptr)) {
+            fused_gemv(s, down, s.t2, s.x, fa, n);
+            return nullptr;
+        }
+        normed_linear(s, gate_up, post_norm, eps, n, s.t0, true);  // [gate | up] = RMSNorm(x)·Wᵀ
+        fa.swiglu = true;
+        fused_gemv(s, down, s.t0, s.x, fa, n);
         return nullptr;
     }
     add_rmsnorm(s.x, pending, post_norm, s.xn, n, info_.hidden_size, eps, s.stream);
     if (!gate_up.empty()) {  // [n, gate | up] → SwiGLU
-        lin(s, gate_up, s.xn, n, s.t0);
-        swiglu_fused(s.t0, s.t2, n, I, s.stream);
+        if (!linear_swiglu_pairs(gate_up, s.xn, n, s.t2, {}, s.stream)) {
+            lin(s, gate_up, s.xn, n, s.t0);
+            swiglu_fused(s.t0, s.t2, n, I, s.stream);
+        }
     } else {
         lin(s, gate, s.xn, n, s.t0);
         lin(s, up, s.xn, n, s.t1);

@@ -212,6 +212,20 @@ void linear_parts_fused(const Weight& stacked, const Weight* const* parts, float
                 (long long)stacked.rows, (long long)stacked.cols, stacked.bits);
 }
 
+bool linear_swiglu_pairs(const Weight& W0, const float* x, int64_t n, float* h, const LinearFusion& f,
+                         cudaStream_t stream, const GemvTuning* tune) {
+    static const bool off = env_off("EMBER_SWIGLU_PAIRS");
+    EMBER_CHECK(!f.swiglu && !f.accumulate, "linear_swiglu_pairs: a SwiGLU prologue or accumulation");
+    const Weight W = dense_view(W0);
+    const GemvTuning t = tune ? *tune : GemvTuning{};
+    if (off || n < 1 || n > 8 || W.empty() || W.format != WeightFormat::AFFINE || W.rows % 2 != 0) return false;
+    if (!tune && gemm_small_rows(W, n)) return false;  // linear() would run the GEMM
+    if (affine_kernel(t, W, n) != 1) return false;
+    check_weight(W, "linear_swiglu_pairs");
+    EMBER_CHECK(x && h, "linear_swiglu_pairs: null x or h");
+    return detail::gemv_affine_q(W, x, int(n), h, stream, t, nullptr, 0, &f, nullptr, true);
+}
+
 size_t linear_fused_scratch_floats(const Weight& W, int64_t n) { return size_t(n) * size_t(W.cols + W.rows); }
 
 void linear_fused(const Weight& W0, const float* x, int64_t n, float* y, const LinearFusion& f, cudaStream_t stream,
@@ -227,9 +241,14 @@ void linear_fused(const Weight& W0, const float* x, int64_t n, float* y, const L
         detail::gemv_stream(W, x, int(n), y, stream, &f);
         return;
     }
-    if (W.format == WeightFormat::AFFINE && affine_kernel(t, W, n) == 1 &&
-        detail::gemv_affine_q(W, x, int(n), y, stream, t, nullptr, 0, &f))
-        return;
+    if (W.format == WeightFormat::AFFINE) {
+        const int k = affine_kernel(t, W, n);
+        if (k == 1 && detail::gemv_affine_q(W, x, int(n), y, stream, t, nullptr, 0, &f)) return;
+        // No prologue: the mma kernel (the rule's choice for 4-8 rows of K ≥ 6144) adds into y itself.
+        if (k == 2 && !f.norm_w && !f.swiglu &&
+            detail::gemv_affine_mma(W, x, int(n), y, stream, t, nullptr, 0, f.accumulate))
+            return;
+    }
     // Separate ops (same math): x' into scratch[0, n·cols), y' into scratch[n·cols, n·(cols + rows)).
     EMBER_CHECK(scratch && scratch_floats >= linear_fused_scratch_floats(W, n),
                 "linear_fused: scratch of %zu floats, %zu needed", scratch_floats, linear_fused_scratch_floats(W, n));

@@ -71,7 +71,8 @@ void linear_parts(const Weight& stacked, const Weight* const* parts, float* cons
 //   swiglu:      x [n, 2·cols] rows [gate | up]; x'[t, c] = silu(gate[t, c]) · up[t, c]  (as swiglu_fused())
 //   accumulate:  y[t, r] = y[t, r] + Σ_c W[r, c] · x'[t, c]   (the residual add, in place)
 // (norm_w and swiglu exclusive.) One kernel when linear_fused_native(W, n) (the streaming q kernel applies
-// the prologue while staging x — every block computes the norm factors itself — and the add when storing y);
+// the prologue while staging x — every block computes the norm factors itself — and the add when storing y;
+// without a prologue, where the rule picks the mma kernel (4-8 rows, K ≥ 6144), that kernel adds into y);
 // otherwise the separate ops: rmsnorm / swiglu_fused into scratch, linear, add — same numerics either way
 // up to fp32 summation order of Σx².
 struct LinearFusion {
@@ -93,6 +94,17 @@ bool linear_fused_native_q(const Weight& W, int64_t n);
 // as linear_parts; refused (EMBER_CHECK) where linear_fused_native_q(stacked, n) is false.
 void linear_parts_fused(const Weight& stacked, const Weight* const* parts, float* const* ys, int count,
                         const float* x, int64_t n, const LinearFusion& f, cudaStream_t stream);
+
+// The MLP's first half in one GEMV: h[t, j] = silu(x'·gate_jᵀ) · (x'·up_jᵀ) for a stacked [gate; up] weight
+// (2·I rows, the gate rows first), h [n, I], x' = x or, with f.norm_w, RMSNorm(x) (f.swiglu / f.accumulate:
+// refused). The streaming q kernel with each tile holding gate rows j .. j + 7 and up rows I + j .. I + j + 7 in the
+// places of its two 8-row halves, the product formed where the sums are stored — the numerics of linear_fused(W)
+// then swiglu_fused (the same sums, bit for bit, where both take the q kernel with the same tuning). Returns false,
+// with nothing enqueued, where that kernel would not run W at n rows (not AFFINE, TILED, n > 8, the rule's mma
+// kernel or small-row GEMM; `tune` forces a kernel as for linear_fused) or EMBER_SWIGLU_PAIRS=0: the caller then
+// runs the GEMV and swiglu_fused.
+bool linear_swiglu_pairs(const Weight& gate_up, const float* x, int64_t n, float* h, const LinearFusion& f,
+                         cudaStream_t stream, const GemvTuning* tune = nullptr);
 
 // y[t, r] += b[r] for t < n, r < rows (a projection's bias, added after linear() as the CPU does: one fp32 add).
 // y, b device pointers; capturable.
@@ -126,15 +138,16 @@ const char* linear_gemv_describe(const Weight& W, int64_t n, char* buf, size_t b
 
 namespace detail {  // [LINEAR_CUDA_DETAIL] implemented in linear_gemv_{q,affine,ggml,simple}.cu
 // Returns false (and launches nothing) when W is not AFFINE 4/8-bit with 16-byte aligned data and x.
-// x == nullptr: only fill `describe` (kernel and launch shape), launch nothing.
+// x == nullptr: only fill `describe` (kernel and launch shape), launch nothing. `accumulate`: y = y + x·Wᵀ.
 bool gemv_affine_mma(const Weight& W, const float* x, int n, float* y, cudaStream_t stream, const GemvTuning& tune,
-                     char* describe = nullptr, size_t describe_bytes = 0);
+                     char* describe = nullptr, size_t describe_bytes = 0, bool accumulate = false);
 // Same contract for the streaming kernel (linear_gemv_q.cu): AFFINE 4/8-bit, 16-byte aligned data; false also
 // when x cannot be staged in shared memory even in chunks.
-// `split`: the output split by rows into parts (as gemm_q_split_out; y unused).
+// `split`: the output split by rows into parts (as gemm_q_split_out; y unused). `swiglu_pairs`: W is [gate; up]
+// and y [n, W.rows / 2] = SwiGLU (linear_swiglu_pairs).
 bool gemv_affine_q(const Weight& W, const float* x, int n, float* y, cudaStream_t stream, const GemvTuning& tune,
                    char* describe = nullptr, size_t describe_bytes = 0, const LinearFusion* fusion = nullptr,
-                   const GemmOutSplit* split = nullptr);
+                   const GemmOutSplit* split = nullptr, bool swiglu_pairs = false);
 // GGML block types with a CUDA kernel, and the kernel (W.format == GGML, one of those types, 2-byte aligned data).
 bool gemv_ggml_supported(GgmlType t);
 // Multiprocessors of the device current at the first call (cached; linear_gemv_q.cu).

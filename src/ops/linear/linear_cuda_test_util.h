@@ -208,6 +208,13 @@ inline void check(const Case& c, int64_t n, Path path, const std::string& what, 
     check_poisoned(size_t(n * c.rows), c.rows, c.ref, [&](size_t i) { return budget(path, c, i); }, fn);
 }
 
+// Runs of n = 1..8 with the default tuning (the fused-GEMV tests' (n, tuning) lists).
+inline std::vector<std::pair<int64_t, GemvTuning>> every_n() {
+    std::vector<std::pair<int64_t, GemvTuning>> v;
+    for (int64_t n = 1; n <= 8; ++n) v.push_back({n, GemvTuning{}});
+    return v;
+}
+
 inline std::vector<Fmt> all_formats() {
     std::vector<Fmt> v;
     for (int bits : {4, 8})

@@ -84,12 +84,6 @@ void check_fused(const Fmt& f, int64_t rows, int64_t cols, int mode, uint32_t se
     }
 }
 
-std::vector<std::pair<int64_t, GemvTuning>> every_n() {
-    std::vector<std::pair<int64_t, GemvTuning>> v;
-    for (int64_t n = 1; n <= 8; ++n) v.push_back({n, GemvTuning{}});
-    return v;
-}
-
 // Each mode on the fused formats and on two fallback formats; ragged rows and columns, n = 1..8.
 TEST(LinearFusedCuda, ModesMatchReference) {
     SKIP_WITHOUT_GPU();

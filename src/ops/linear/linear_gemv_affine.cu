@@ -67,6 +67,7 @@ struct Args {
     int nclusters;  // clusters in the grid (each loops over row blocks)
     int x_bytes;    // staged x region (multiple of 128)
     int stages;     // ring depth P (3..8)
+    int accum;      // y = y + x·Wᵀ (the residual add of a fused decode step)
 };
 
 template <class ST> struct SB_;  // scale/bias element: raw load type and conversion to f32
@@ -409,7 +410,10 @@ __global__ void __launch_bounds__(kThreads, 1) gemv_affine_kernel(const Args a) 
 #pragma unroll
                 for (int w = 0; w < kWarps; ++w) s += red[(w * BM + rl) * 8 + k];
                 if (a.ck == 1) {
-                    if (k < n && m0 + rl < a.rows) a.y[k * a.rows + m0 + rl] = s;
+                    if (k < n && m0 + rl < a.rows) {
+                        float* yp = a.y + k * a.rows + m0 + rl;
+                        *yp = a.accum ? *yp + s : s;
+                    }
                 } else {
                     part[e] = s;
                 }
@@ -422,7 +426,8 @@ __global__ void __launch_bounds__(kThreads, 1) gemv_affine_kernel(const Args a) 
                     if (k >= n || m0 + rl >= a.rows) continue;
                     float s = 0.f;
                     for (int q = 0; q < a.ck; ++q) s += cl.map_shared_rank(part, q)[e];
-                    a.y[k * a.rows + m0 + rl] = s;
+                    float* yp = a.y + k * a.rows + m0 + rl;
+                    *yp = a.accum ? *yp + s : s;
                 }
                 cl.sync();  // every rank has read every part: they may be overwritten
             }
@@ -511,7 +516,7 @@ bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) ==
 }  // namespace
 
 bool gemv_affine_mma(const Weight& W, const float* x, int n, float* y, cudaStream_t stream, const GemvTuning& tune,
-                     char* describe, size_t describe_bytes) {
+                     char* describe, size_t describe_bytes, bool accumulate) {
     const bool dry = x == nullptr;  // describe only
     if (W.format != WeightFormat::AFFINE || (W.bits != 4 && W.bits != 8) || !aligned16(W.data) || !aligned16(x))
         return false;
@@ -523,6 +528,7 @@ bool gemv_affine_mma(const Weight& W, const float* x, int n, float* y, cudaStrea
     a.w = static_cast<const uint8_t*>(W.data), a.scales = W.scales, a.biases = W.biases, a.x = x, a.y = y;
     a.rows = W.rows, a.row_bytes = W.cols * W.bits / 8, a.ngroups = W.cols / W.group_size;
     a.K = int(W.cols), a.n = n;
+    a.accum = accumulate ? 1 : 0;
     a.nchunks = int((a.row_bytes + kChunk - 1) / kChunk);
     const int gbe = std::min(W.group_size * W.bits / 8, kChunk), ng = kChunk / gbe;
     const int64_t per_chunk = int64_t(n) * kTokBytes + ng * 8 * 4;  // staged x per chunk

@@ -105,6 +105,10 @@ struct QArgs {
     int accum;
     const float* norm_w;
     float eps;
+    // SwiGLU pairs (linear_swiglu_pairs): W is [gate; up] (2·rows rows) and a tile holds gate rows 8·tile + g and
+    // up rows rows + 8·tile + g in the places of rows g and g + 8; y[t, r] = silu(gate sum)·(up sum), [n, rows].
+    int pairs;
+    int64_t hrow;         // matrix rows between a lane's two rows: 8, or rows (pairs)
 };
 // The prologue fields as the shared helpers (linear_gemv_prologue.cuh) take them.
 __device__ __forceinline__ XPrologue xpro(const QArgs& a) {
@@ -212,22 +216,32 @@ __device__ __forceinline__ float* y_at(const QArgs& a, int tok, int64_t row) {
 
 // After a round with slices or chunks: sum the slice partials of each (tile, row, token) in slice order, then
 // store y (last chunk) or keep the running sum in ypart.
+// Pairs: entries of the tile's rows 0..7 only, each with its up partner at row16 + 8 (y = silu(gate)·up).
 __device__ __forceinline__ void reduce_round(const QArgs& a, const float* red, float* ypart, int64_t rows, int64_t tile0,
                                              int64_t tb1, int lt0, int TPR, int S, int n, bool first_chunk,
                                              bool last_chunk, bool accum) {
-    for (int e = int(threadIdx.x); e < TPR * 16 * n; e += kThreads) {
-        const int tl2 = e / (16 * n), rem = e % (16 * n), row16 = rem / n, tok = rem % n;
-        const int64_t tile = tile0 + tl2, row = tile * 16 + row16;
+    const int RPT = a.pairs ? 8 : 16;  // output rows per tile
+    for (int e = int(threadIdx.x); e < TPR * RPT * n; e += kThreads) {
+        const int tl2 = e / (RPT * n), rem = e % (RPT * n), row16 = rem / n, tok = rem % n;
+        const int64_t tile = tile0 + tl2, row = tile * RPT + row16;
         if (tile >= tb1 || row >= rows) continue;
-        float s = 0.f;
+        float s = 0.f, su = 0.f;
         for (int q = 0; q < S; ++q) s += red[(tl2 * S + q) * 128 + row16 * 8 + tok];
+        if (a.pairs)
+            for (int q = 0; q < S; ++q) su += red[(tl2 * S + q) * 128 + (row16 + 8) * 8 + tok];
         float* yp = ypart + ((lt0 + tl2) * 16 + row16) * 8 + tok;
-        if (!first_chunk) s = *yp + s;
+        if (!first_chunk) {
+            s = *yp + s;
+            if (a.pairs) su = yp[64] + su;
+        }
         if (last_chunk) {
             float* y = y_at(a, tok, row);
-            *y = accum ? *y + s : s;
+            const float v = a.pairs ? swiglu1(s, su) : s;
+            *y = accum ? *y + v : v;
+        } else {
+            *yp = s;
+            if (a.pairs) yp[64] = su;
         }
-        else *yp = s;
     }
 }
 
@@ -271,18 +285,20 @@ __global__ void __launch_bounds__(kThreads, 1) gemv_q_kernel(const QArgs a) {
     // 2t, 2t+1 that the lane owns (apply() gathers the other kinds by shuffles).
     const int gd = t * G / 4, kind0 = (t * G) % 4;
     const int rb_t = row_bytes - t * C::LS;  // piece p is inside the row iff ib + p·4·LS < rb_t
-    const int64_t rs8 = int64_t(8) * ngroups * ES;
+    const int64_t rs8 = a.hrow * ngroups * ES;           // scales: a lane's second row
+    const int64_t hoff = a.hrow * row_bytes;              // codes: a lane's second row
+    const int RPT = a.pairs ? 8 : 16;                     // output rows per tile
     int lv = 0, lq = 0, lr = 0, lc = 0;
     bool l_tile_ok = false, okg = false, okg8 = false;
     const uint8_t* pw = a.w;  // row g of the tile
     const uint8_t* spa = nullptr;  // kind kind0 (G = 1: kind t) at group 0
     const uint8_t* spb = nullptr;  // G = 4: biases row g
     auto round_ptrs = [&]() {
-        const int64_t tile = tb0 + int64_t(lr) * TPR + tl, r0 = tile * 16 + g;
+        const int64_t tile = tb0 + int64_t(lr) * TPR + tl, r0 = tile * RPT + g;
         l_tile_ok = tile < tb1;
-        okg = l_tile_ok && r0 < rows, okg8 = l_tile_ok && r0 + 8 < rows;
+        okg = l_tile_ok && r0 < rows, okg8 = l_tile_ok && (a.pairs ? r0 < rows : r0 + 8 < rows);
         pw = a.w + r0 * row_bytes;
-        const int64_t rsb = (r0 + (G == 1 ? 8 * (t & 1) : 0)) * int64_t(ngroups) * ES;
+        const int64_t rsb = (r0 + (G == 1 ? a.hrow * (t & 1) : 0)) * int64_t(ngroups) * ES;
         spa = static_cast<const uint8_t*>(kind0 >= 2 ? a.biases : a.scales) + rsb;
         spb = static_cast<const uint8_t*>(a.biases) + rsb;
     };
@@ -309,7 +325,7 @@ __global__ void __launch_bounds__(kThreads, 1) gemv_q_kernel(const QArgs a) {
         for (int p = 0; p < C::NP; ++p) {
             const bool okp = ib + p * 4 * C::LS < rb_t;
             if (okp && okg) ldw<C::LS>(pg + p * 4 * C::LS, &cw[slot][p * C::WPP]);
-            if (okp && okg8) ldw<C::LS>(pg + 8 * int64_t(row_bytes) + p * 4 * C::LS, &cw[slot][8 + p * C::WPP]);
+            if (okp && okg8) ldw<C::LS>(pg + hoff + p * 4 * C::LS, &cw[slot][8 + p * C::WPP]);
         }
         if (C::V > 1 && lv != C::V - 1) return;  // scales ride with the span's last iteration
 #pragma unroll
@@ -401,7 +417,14 @@ __global__ void __launch_bounds__(kThreads, 1) gemv_q_kernel(const QArgs a) {
         const int64_t tile0 = tb0 + int64_t(r) * TPR;
         if (!a.red) {
             const int64_t tile = tile0 + tl;
-            if (writer && tile < tb1) {
+            if (writer && tile < tb1 && a.pairs) {  // acc[0..1]: gate row g, acc[2..3]: its up row
+#pragma unroll
+                for (int i = 0; i < 2; ++i) {
+                    const int64_t row = tile * 8 + g;
+                    const int tok = tok0 + i;
+                    if (row < rows && tok < n) *y_at(a, tok, row) = swiglu1(acc[i], acc[2 + i]);
+                }
+            } else if (writer && tile < tb1) {
 #pragma unroll
                 for (int i = 0; i < 4; ++i) {
                     const int64_t row = tile * 16 + g + 8 * (i >> 1);
@@ -498,17 +521,19 @@ struct QPlan {
     size_t smem;
 };
 
-// Work split for one call. Returns false when x cannot be staged (then another kernel runs).
-bool plan(const Weight& W, int n, const GemvTuning& tune, QPlan& P) {
+// Work split for one call. Returns false when x cannot be staged (then another kernel runs). Pairs: tiles of 8
+// output rows (a gate row and its up row each), as many tiles as the plain [gate; up] GEMV has.
+bool plan(const Weight& W, int n, const GemvTuning& tune, bool pairs, QPlan& P) {
     QArgs& a = P.a;
     int G = n <= 2 ? 4 : n <= 4 ? 2 : 1;
     if (tune.q_groups) G = tune.q_groups;
     EMBER_CHECK((G == 1 || G == 2 || G == 4) && 8 / G >= n, "gemv_q: groups per MMA %d for n=%d", G, n);
     P.G = G;
     const QLayout L(W.bits, W.group_size, G);
-    a.rows = W.rows, a.row_bytes = int(W.cols * W.bits / 8), a.ngroups = int(W.cols / W.group_size);
+    a.rows = pairs ? W.rows / 2 : W.rows, a.row_bytes = int(W.cols * W.bits / 8), a.ngroups = int(W.cols / W.group_size);
     a.K = int(W.cols), a.n = n;
-    a.tiles = (W.rows + 15) / 16;
+    a.pairs = pairs ? 1 : 0, a.hrow = pairs ? a.rows : 8;
+    a.tiles = pairs ? (a.rows + 7) / 8 : (W.rows + 15) / 16;
     a.nku = (a.row_bytes + L.KU - 1) / L.KU;
     int grid = int(std::min<int64_t>(a.tiles, sm_count()));
     if (tune.q_max_blocks > 0) grid = std::min(grid, tune.q_max_blocks);
@@ -586,14 +611,20 @@ int sm_count() {
 }
 
 bool gemv_affine_q(const Weight& W, const float* x, int n, float* y, cudaStream_t stream, const GemvTuning& tune,
-                   char* describe, size_t describe_bytes, const LinearFusion* fusion, const GemmOutSplit* split) {
+                   char* describe, size_t describe_bytes, const LinearFusion* fusion, const GemmOutSplit* split,
+                   bool swiglu_pairs) {
     if (W.format != WeightFormat::AFFINE || (W.bits != 4 && W.bits != 8) || !aligned16(W.data)) return false;
     if (W.group_size != 32 && W.group_size != 64 && W.group_size != 128) return false;
     if (W.sb_dtype != DType::BF16 && W.sb_dtype != DType::F16 && W.sb_dtype != DType::F32) return false;
     if (W.cols * W.bits / 8 >= (int64_t(1) << 30) || W.cols % W.group_size != 0) return false;
     EMBER_CHECK(n >= 1 && n <= 8, "gemv_affine_q: n=%d", n);
+    if (swiglu_pairs) {
+        EMBER_CHECK(W.rows % 2 == 0 && !split && !(fusion && (fusion->swiglu || fusion->accumulate)),
+                    "gemv_affine_q: SwiGLU pairs over %lld rows (even; no output split, SwiGLU prologue or accumulation)",
+                    (long long)W.rows);
+    }
     QPlan P{};
-    if (!plan(W, n, tune, P)) return false;
+    if (!plan(W, n, tune, swiglu_pairs, P)) return false;
     static const bool pdl_env = !env_off("EMBER_GEMV_PDL");
     P.pdl = tune.q_pdl ? tune.q_pdl > 0 : pdl_env;
     P.a.w = static_cast<const uint8_t*>(W.data), P.a.scales = W.scales, P.a.biases = W.biases;
@@ -614,8 +645,8 @@ bool gemv_affine_q(const Weight& W, const float* x, int n, float* y, cudaStream_
     P.a.norm_w = f.norm_w, P.a.eps = f.eps;
     P.a.x_aligned = aligned16(x) && (!f.norm_w || aligned16(f.norm_w)) ? 1 : 0;
     if (describe)
-        std::snprintf(describe, describe_bytes, "q%d g%d G%d S%d ch%d grid%d smem%zuK%s", W.bits, W.group_size, P.G,
-                      P.a.S, P.a.nc, P.a.grid, (P.smem + 1023) / 1024, P.pdl ? " pdl" : "");
+        std::snprintf(describe, describe_bytes, "q%d g%d G%d S%d ch%d grid%d smem%zuK%s%s", W.bits, W.group_size, P.G,
+                      P.a.S, P.a.nc, P.a.grid, (P.smem + 1023) / 1024, P.pdl ? " pdl" : "", swiglu_pairs ? " pairs" : "");
     if (x == nullptr || W.rows == 0) return true;  // describe only / nothing to do
     EMBER_CHECK(W.scales && W.biases && y, "gemv_affine_q: null pointer");
     switch (W.bits * 1000 + W.group_size) {
