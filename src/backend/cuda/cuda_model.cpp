@@ -72,13 +72,11 @@ void CudaCausalLM::fused_gemv(CudaState& s, const Weight& w, const float* x, flo
         linear_fused(w, x, 1, y, f, s.stream, nullptr, 0);  // native (choose_decode_fusion): no scratch
         return;
     }
+    // With a prologue: the fusable q kernel (choose_decode_fusion checked it takes every decode weight at 2-8 rows).
+    // Without one (the residual adds; the down projection after SwiGLU pairs): the rule's kernel — linear_fused
+    // runs the mma kernel's accumulate where the rule picks it and takes it, else the q kernel.
     GemvTuning t;
-    t.kernel = 1;  // the fusable kernel (choose_decode_fusion checked it takes every decode weight at 2-8 rows)
-    // Without a prologue (the residual adds; the down projection after SwiGLU pairs) the rule's kernel where it
-    // takes W: the mma kernel for 4-8 rows of K ≥ 6144 adds into y as well.
-    char buf[96];
-    if (!f.norm_w && !f.swiglu && detail::gemv_affine_mma(w, nullptr, int(n), nullptr, nullptr, {}, buf, sizeof buf))
-        t.kernel = 0;
+    t.kernel = f.norm_w || f.swiglu ? 1 : 0;
     linear_fused(w, x, n, y, f, s.stream, nullptr, 0, &t);
 }
 

@@ -243,11 +243,11 @@ void linear_fused(const Weight& W0, const float* x, int64_t n, float* y, const L
     }
     if (W.format == WeightFormat::AFFINE) {
         const int k = affine_kernel(t, W, n);
-        if (k == 1 && detail::gemv_affine_q(W, x, int(n), y, stream, t, nullptr, 0, &f)) return;
-        // No prologue: the mma kernel (the rule's choice for 4-8 rows of K ≥ 6144) adds into y itself.
-        if (k == 2 && !f.norm_w && !f.swiglu &&
-            detail::gemv_affine_mma(W, x, int(n), y, stream, t, nullptr, 0, f.accumulate))
-            return;
+        const bool plain = !f.norm_w && !f.swiglu;
+        // No prologue: the mma kernel (the rule's choice for 4-8 rows of K ≥ 6144) adds into y itself; where it
+        // cannot take W (or x), the q kernel does.
+        if (k == 2 && plain && detail::gemv_affine_mma(W, x, int(n), y, stream, t, nullptr, 0, f.accumulate)) return;
+        if ((k == 1 || plain) && detail::gemv_affine_q(W, x, int(n), y, stream, t, nullptr, 0, &f)) return;
     }
     // Separate ops (same math): x' into scratch[0, n·cols), y' into scratch[n·cols, n·(cols + rows)).
     EMBER_CHECK(scratch && scratch_floats >= linear_fused_scratch_floats(W, n),
