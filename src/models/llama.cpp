@@ -1,11 +1,10 @@
-// Llama-family model: GGUF loading (metadata → config, tensors → weights) and the CPU forward pass.
+// Llama-family model: GGUF loading (metadata → config, tensors → weights), described as a decoder
+// (models/decoder.h: its forward is decoder_forward, on every backend).
 #include "models/llama.h"
 
 #include <cmath>
 
 #include "models/config_limits.h"
-#include "ops/linear/linear.h"
-#include "ops/norm/norm.h"
 
 namespace ember {
 
@@ -159,45 +158,27 @@ Expected<std::unique_ptr<CausalLM>> Llama::load_gguf(std::shared_ptr<const GgufF
                                                      : " (frequency factors)",
                        m->layers_[0].attn.q_norm.empty() ? "" : ", q/k norm", (long long)c.ffn, (long long)c.vocab,
                        tied ? "tied to the embedding" : "separate", c.eps);
+    DecoderDef def;
+    def.embed = &m->embed_;
+    def.head = &m->head_;
+    def.final_norm = &m->out_norm_;
+    def.hidden = H;
+    def.intermediate = c.ffn;
+    def.vocab = c.vocab;
+    def.context = c.context;
+    def.eps = c.eps;
+    def.attn = &m->shape_;
+    for (const LlamaLayer& L : m->layers_) {
+        DecoderLayer dl;
+        dl.mixer = MixerKind::ATTENTION;
+        dl.mixer_norm = &L.attn_norm;
+        dl.mlp_norm = &L.ffn_norm;
+        dl.attn = &L.attn;
+        dl.mlp = &L.mlp;
+        def.layers.push_back(dl);
+    }
+    m->set_def(std::move(def));
     return std::unique_ptr<CausalLM>(std::move(m));
-}
-
-std::unique_ptr<ModelState> Llama::new_state() const {
-    auto st = std::make_unique<LlamaState>();
-    st->kv.resize(cfg_.n_layers);
-    for (auto& kv : st->kv) {
-        kv.n_kv = cfg_.n_kv;
-        kv.head_dim = cfg_.head_dim;
-    }
-    return st;
-}
-
-Status Llama::forward(ModelState& state, const int32_t* tokens, int64_t n, float* logits, bool all_logits) const {
-    auto* st = dynamic_cast<LlamaState*>(&state);
-    EMBER_REQUIRE(st != nullptr, "forward: state does not belong to a Llama-family model");
-    EMBER_REQUIRE(n > 0, "forward: no tokens");
-    EMBER_REQUIRE(st->pos + n <= cfg_.context, "context full: %lld + %lld tokens exceed the model's context of %lld",
-                  (long long)st->pos, (long long)n, (long long)cfg_.context);
-    const int64_t H = cfg_.hidden;
-    for (int64_t t = 0; t < n; ++t)
-        EMBER_REQUIRE(tokens[t] >= 0 && tokens[t] < cfg_.vocab, "token id %d at position %lld is out of range [0, %lld)",
-                      tokens[t], (long long)t, (long long)cfg_.vocab);
-    std::vector<float> x(n * H), xn(n * H), y(n * H);
-    for (int64_t t = 0; t < n; ++t) weight_row(embed_, tokens[t], &x[t * H]);
-    for (int64_t l = 0; l < cfg_.n_layers; ++l) {
-        const LlamaLayer& L = layers_[l];
-        rmsnorm(x.data(), L.attn_norm.data(), xn.data(), n, H, cfg_.eps);
-        attention_layer(L.attn, shape_, st->kv[l], st->pos, xn.data(), n, y.data());
-        for (int64_t i = 0; i < n * H; ++i) x[i] += y[i];
-        rmsnorm(x.data(), L.ffn_norm.data(), xn.data(), n, H, cfg_.eps);
-        swiglu_mlp(L.mlp, xn.data(), n, y.data());
-        for (int64_t i = 0; i < n * H; ++i) x[i] += y[i];
-    }
-    st->pos += n;
-    const int64_t rows = all_logits ? n : 1;
-    rmsnorm(all_logits ? x.data() : &x[(n - 1) * H], out_norm_.data(), xn.data(), rows, H, cfg_.eps);
-    linear(head_, xn.data(), rows, logits);
-    return Status::ok();
 }
 
 }  // namespace ember

@@ -12,6 +12,7 @@
 #include "layers/attention.h"
 #include "layers/swiglu_mlp.h"
 #include "models/gguf_weights.h"
+#include "models/decoder.h"
 #include "models/model.h"
 #include "ops/rope/rope_scaling.h"
 
@@ -32,22 +33,12 @@ struct LlamaLayer {
     SwiGluWeights mlp;
 };
 
-struct LlamaState : ModelState {
-    std::vector<KVCache> kv;
-};
-
-class Llama : public CausalLM {
+class Llama : public Decoder {
 public:
     static Expected<std::unique_ptr<CausalLM>> load_gguf(std::shared_ptr<const GgufFile> f, const LoadOptions& opt = {});
 
     const ModelInfo& info() const override { return info_; }
-    std::unique_ptr<ModelState> new_state() const override;
-    Status forward(ModelState& state, const int32_t* tokens, int64_t n, float* logits,
-                   bool all_logits) const override;
-    std::vector<StateTensor> state_layout(int64_t pos) const override;
     uint64_t weights_fingerprint() const override;
-    Expected<std::vector<StateTensor>> export_state(const ModelState& state) const override;
-    Status import_state(ModelState& state, int64_t pos, const std::vector<StateTensor>& tensors) const override;
 
     const LlamaConfig& config() const { return cfg_; }
     const StdAttentionShape& attention_shape() const { return shape_; }

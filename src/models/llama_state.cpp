@@ -1,14 +1,9 @@
-// Llama-family saved-session hooks: the KV caches as tensors (models/state_io.h) and the weights' fingerprint.
+// The Llama family's weights' fingerprint (saved sessions refuse a file from other weights; the state's tensors
+// are the decoder's, models/decoder.cpp).
 #include "models/llama.h"
 #include "models/state_io.h"
 
 namespace ember {
-
-std::vector<StateTensor> Llama::state_layout(int64_t pos) const {
-    std::vector<StateTensor> t;
-    for (int64_t l = 0; l < cfg_.n_layers; ++l) kv_layout(l, shape_.n_kv, pos, shape_.head_dim, t);
-    return t;
-}
 
 uint64_t Llama::weights_fingerprint() const {
     Fingerprint f;
@@ -23,26 +18,6 @@ uint64_t Llama::weights_fingerprint() const {
             f.floats(*v);
     }
     return f.value();
-}
-
-Expected<std::vector<StateTensor>> Llama::export_state(const ModelState& state) const {
-    auto* st = dynamic_cast<const LlamaState*>(&state);
-    EMBER_REQUIRE(st != nullptr, "export_state: state does not belong to a %s model", cfg_.arch.c_str());
-    std::vector<StateTensor> t = state_layout(st->pos);
-    for (int64_t l = 0; l < cfg_.n_layers; ++l) kv_export(st->kv[l], st->pos, &t[2 * l]);
-    return t;
-}
-
-Status Llama::import_state(ModelState& state, int64_t pos, const std::vector<StateTensor>& t) const {
-    auto* st = dynamic_cast<LlamaState*>(&state);
-    EMBER_REQUIRE(st != nullptr, "import_state: state does not belong to a %s model", cfg_.arch.c_str());
-    EMBER_REQUIRE(t.size() == 2 * static_cast<size_t>(cfg_.n_layers), "import_state: %zu tensors", t.size());
-    auto fresh = new_state();
-    LlamaState& s = static_cast<LlamaState&>(*fresh);
-    for (int64_t l = 0; l < cfg_.n_layers; ++l) kv_import(s.kv[l], pos, &t[2 * l]);
-    st->kv = std::move(s.kv);
-    st->pos = pos;
-    return Status::ok();
 }
 
 }  // namespace ember

@@ -8,6 +8,7 @@
 #include "io/gguf.h"
 #include "layers/swiglu_mlp.h"
 #include "models/checkpoint.h"
+#include "models/decoder.h"
 #include "models/model.h"
 #include "models/qwen35_config.h"
 
@@ -29,12 +30,7 @@ struct Qwen35Weights {
     std::vector<Qwen35Layer> layers;
 };
 
-struct Qwen35State : ModelState {
-    std::vector<KVCache> kv;             // one per full-attention layer (indexed by layer)
-    std::vector<DeltaNetState> gdn;      // one per linear-attention layer (indexed by layer)
-};
-
-class Qwen35 : public CausalLM {
+class Qwen35 : public Decoder {
 public:
     static Expected<std::unique_ptr<CausalLM>> load(const std::string& dir, const nlohmann::json& config);
     static Expected<std::unique_ptr<CausalLM>> synthetic(const std::string& preset, uint64_t seed);
@@ -42,13 +38,7 @@ public:
     static Expected<std::unique_ptr<CausalLM>> load_gguf(std::shared_ptr<const GgufFile> f, const LoadOptions& opt = {});
 
     const ModelInfo& info() const override { return info_; }
-    std::unique_ptr<ModelState> new_state() const override;
-    Status forward(ModelState& state, const int32_t* tokens, int64_t n, float* logits,
-                   bool all_logits) const override;
-    std::vector<StateTensor> state_layout(int64_t pos) const override;
     uint64_t weights_fingerprint() const override;
-    Expected<std::vector<StateTensor>> export_state(const ModelState& state) const override;
-    Status import_state(ModelState& state, int64_t pos, const std::vector<StateTensor>& tensors) const override;
 
     const Qwen35Config& config() const { return cfg_; }
     const Qwen35Weights& weights() const { return w_; }
@@ -56,8 +46,8 @@ public:
     const DeltaNetShape& delta_net_shape() const { return gdn_shape_; }
 
 private:
-    void layer(int l, Qwen35State& st, float* x, int64_t n) const;
-    void finish_info(const std::string& source, const std::string& format);
+    void finish_info(const std::string& source, const std::string& format);  // shapes, info, then finish_def
+    void finish_def();  // the DecoderDef of the loaded weights (qwen35.cpp)
 
     Qwen35Config cfg_;
     Qwen35Weights w_;

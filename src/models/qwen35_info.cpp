@@ -61,6 +61,7 @@ void Qwen35::finish_info(const std::string& source, const std::string& format) {
         (long long)c.linear_num_value_heads, (long long)c.linear_value_head_dim, (long long)c.linear_conv_kernel_dim,
         (long long)c.intermediate_size, (long long)c.vocab_size, tied ? "tied to the embedding" : "separate",
         c.rms_norm_eps);
+    finish_def();
 }
 
 }  // namespace ember

@@ -1,7 +1,7 @@
-// The CUDA model registry: ONE line per architecture with a GPU implementation.
+// The CUDA model registry: one line per GPU model family. Every architecture of models/registry.cpp is a decoder
+// (models/decoder.h), so one generic GPU model runs them all.
+#include "backend/cuda/cuda_decoder.h"
 #include "backend/cuda/cuda_model.h"
-#include "backend/cuda/llama_cuda.h"
-#include "backend/cuda/qwen35_cuda.h"
 
 namespace ember::cuda {
 
@@ -11,8 +11,7 @@ struct Entry {
     Expected<std::unique_ptr<CausalLM>> (*make)(std::unique_ptr<CausalLM>, const CudaOptions&);
 };
 const Entry kRegistry[] = {
-    {is_qwen35, make_qwen35_cuda},
-    {is_llama, make_llama_cuda},
+    {is_decoder, make_cuda_decoder},
 };
 }  // namespace
 

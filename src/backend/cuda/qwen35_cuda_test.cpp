@@ -9,7 +9,7 @@
 
 #include "backend/cuda/device.h"
 #include "core/check.h"
-#include "backend/cuda/qwen35_cuda.h"
+#include "backend/cuda/cuda_decoder.h"
 #include "runtime/session.h"
 
 namespace ember::cuda {
@@ -23,7 +23,7 @@ std::unique_ptr<CausalLM> load_fixture(int64_t context = 4096) {
     EMBER_CHECK(cpu.is_ok(), "%s", cpu.message().c_str());
     CudaOptions opt;
     opt.context = context;
-    auto m = make_qwen35_cuda(std::move(cpu.value()), opt);
+    auto m = make_cuda_decoder(std::move(cpu.value()), opt);
     EMBER_CHECK(m.is_ok(), "%s", m.message().c_str());
     return std::move(m.value());
 }

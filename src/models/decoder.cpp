@@ -1,0 +1,150 @@
+// The CPU backend of decoder_forward (fp32 activations, the blocks of layers/) and the states of a Decoder: new,
+// saved and restored (models/state_io.h).
+#include "models/decoder.h"
+
+#include "core/check.h"
+#include "models/state_io.h"
+#include "ops/linear/linear.h"
+#include "ops/norm/norm.h"
+
+namespace ember {
+
+namespace {
+
+struct CpuBlocks {
+    const DecoderDef& d;
+    DecoderState& st;
+    const int32_t* tokens;
+    int64_t n;
+    float* logits;
+    bool all_logits;
+    std::vector<float> x, xn, y;
+
+    CpuBlocks(const DecoderDef& def, DecoderState& state, const int32_t* t, int64_t rows, float* out, bool all)
+        : d(def), st(state), tokens(t), n(rows), logits(out), all_logits(all), x(rows * def.hidden),
+          xn(rows * def.hidden), y(rows * def.hidden) {}
+
+    void add_y() {
+        for (size_t i = 0; i < x.size(); ++i) x[i] += y[i];
+    }
+    void embed() {
+        for (int64_t t = 0; t < n; ++t) weight_row(*d.embed, tokens[t], &x[t * d.hidden]);
+    }
+    void mixer(size_t l, const DecoderLayer& L) {
+        rmsnorm(x.data(), L.mixer_norm->data(), xn.data(), n, d.hidden, d.eps);
+        switch (L.mixer) {
+            case MixerKind::ATTENTION:
+                attention_layer(*L.attn, *d.attn, st.kv[l], st.pos, xn.data(), n, y.data());
+                break;
+            case MixerKind::GATED_ATTENTION:
+                gated_attention(*L.gattn, *d.gattn, st.kv[l], st.pos, xn.data(), n, y.data());
+                break;
+            case MixerKind::GATED_DELTA_NET:
+                gated_delta_net(*L.gdn, *d.gdn, st.gdn[l], xn.data(), n, y.data());
+                break;
+        }
+        add_y();
+    }
+    void mlp(size_t, const DecoderLayer& L) {
+        rmsnorm(x.data(), L.mlp_norm->data(), xn.data(), n, d.hidden, d.eps);
+        swiglu_mlp(*L.mlp, xn.data(), n, y.data());
+        add_y();
+    }
+    void head() {
+        const int64_t rows = all_logits ? n : 1;
+        rmsnorm(&x[(n - rows) * d.hidden], d.final_norm->data(), xn.data(), rows, d.hidden, d.eps);
+        linear(*d.head, xn.data(), rows, logits);
+    }
+};
+
+bool is_attention(MixerKind k) { return k != MixerKind::GATED_DELTA_NET; }
+
+int64_t kv_heads(const DecoderDef& d, MixerKind k) { return k == MixerKind::ATTENTION ? d.attn->n_kv : d.gattn->n_kv; }
+int64_t head_dim(const DecoderDef& d, MixerKind k) {
+    return k == MixerKind::ATTENTION ? d.attn->head_dim : d.gattn->head_dim;
+}
+
+}  // namespace
+
+void Decoder::set_def(DecoderDef d) {
+    EMBER_CHECK(d.embed && d.head && d.final_norm && d.hidden > 0 && !d.layers.empty(), "DecoderDef incomplete");
+    for (const DecoderLayer& L : d.layers) {
+        EMBER_CHECK(L.mixer_norm && L.mlp_norm && L.mlp, "DecoderDef: a layer without norms or MLP");
+        switch (L.mixer) {
+            case MixerKind::ATTENTION: EMBER_CHECK(L.attn && d.attn, "DecoderDef: attention layer"); break;
+            case MixerKind::GATED_ATTENTION: EMBER_CHECK(L.gattn && d.gattn, "DecoderDef: gated attention layer"); break;
+            case MixerKind::GATED_DELTA_NET: EMBER_CHECK(L.gdn && d.gdn, "DecoderDef: delta-net layer"); break;
+        }
+    }
+    def_ = std::move(d);
+}
+
+std::unique_ptr<ModelState> Decoder::new_state() const {
+    auto st = std::make_unique<DecoderState>();
+    st->kv.resize(def_.layers.size());
+    st->gdn.resize(def_.layers.size());
+    for (size_t l = 0; l < def_.layers.size(); ++l) {
+        const MixerKind k = def_.layers[l].mixer;
+        if (is_attention(k)) {
+            st->kv[l].n_kv = kv_heads(def_, k);
+            st->kv[l].head_dim = head_dim(def_, k);
+        } else {
+            st->gdn[l].init(*def_.gdn);
+        }
+    }
+    return st;
+}
+
+Status Decoder::forward(ModelState& state, const int32_t* tokens, int64_t n, float* logits, bool all_logits) const {
+    auto* st = dynamic_cast<DecoderState*>(&state);
+    EMBER_REQUIRE(st != nullptr, "forward: state does not belong to this %s model", info().architecture.c_str());
+    EMBER_REQUIRE(n > 0, "forward: no tokens");
+    EMBER_REQUIRE(st->pos + n <= def_.context, "context full: %lld + %lld tokens exceed the model's context of %lld",
+                  (long long)st->pos, (long long)n, (long long)def_.context);
+    for (int64_t t = 0; t < n; ++t)
+        EMBER_REQUIRE(tokens[t] >= 0 && tokens[t] < def_.vocab, "token id %d at position %lld is out of range [0, %lld)",
+                      tokens[t], (long long)t, (long long)def_.vocab);
+    CpuBlocks b(def_, *st, tokens, n, logits, all_logits);
+    decoder_forward(def_, b);
+    st->pos += n;
+    return Status::ok();
+}
+
+std::vector<StateTensor> Decoder::state_layout(int64_t pos) const {
+    std::vector<StateTensor> t;
+    for (size_t l = 0; l < def_.layers.size(); ++l) {
+        const MixerKind k = def_.layers[l].mixer;
+        if (is_attention(k)) kv_layout(int64_t(l), kv_heads(def_, k), pos, head_dim(def_, k), t);
+        else gdn_layout(int64_t(l), *def_.gdn, t);
+    }
+    return t;
+}
+
+Expected<std::vector<StateTensor>> Decoder::export_state(const ModelState& state) const {
+    auto* st = dynamic_cast<const DecoderState*>(&state);
+    EMBER_REQUIRE(st != nullptr, "export_state: state does not belong to this %s model", info().architecture.c_str());
+    std::vector<StateTensor> t = state_layout(st->pos);
+    for (size_t l = 0; l < def_.layers.size(); ++l) {  // two tensors per layer: k, v or conv, S
+        if (is_attention(def_.layers[l].mixer)) kv_export(st->kv[l], st->pos, &t[2 * l]);
+        else gdn_export(st->gdn[l], &t[2 * l]);
+    }
+    return t;
+}
+
+Status Decoder::import_state(ModelState& state, int64_t pos, const std::vector<StateTensor>& t) const {
+    auto* st = dynamic_cast<DecoderState*>(&state);
+    EMBER_REQUIRE(st != nullptr, "import_state: state does not belong to this %s model", info().architecture.c_str());
+    EMBER_REQUIRE(t.size() == 2 * def_.layers.size(), "import_state: %zu tensors", t.size());
+    auto fresh = new_state();
+    DecoderState& s = static_cast<DecoderState&>(*fresh);
+    for (size_t l = 0; l < def_.layers.size(); ++l) {
+        if (is_attention(def_.layers[l].mixer)) kv_import(s.kv[l], pos, &t[2 * l]);
+        else gdn_import(s.gdn[l], &t[2 * l]);
+    }
+    st->kv = std::move(s.kv);
+    st->gdn = std::move(s.gdn);
+    st->pos = pos;
+    return Status::ok();
+}
+
+}  // namespace ember
