@@ -18,24 +18,38 @@ void add_bias(float* y, const std::vector<float>& b, int64_t n) {
 }
 }  // namespace
 
+void attention_in(const AttentionWeights& w, const StdAttentionShape& s, const float* x, int64_t n, AttentionRows& p) {
+    const int64_t H = s.n_heads, G = s.n_kv, d = s.head_dim;
+    p.q.resize(n * H * d), p.k.resize(n * G * d), p.v.resize(n * G * d);
+    linear(w.q_proj, x, n, p.q.data());
+    linear(w.k_proj, x, n, p.k.data());
+    linear(w.v_proj, x, n, p.v.data());
+    add_bias(p.q.data(), w.q_bias, n);
+    add_bias(p.k.data(), w.k_bias, n);
+    add_bias(p.v.data(), w.v_bias, n);
+}
+
+void attention_core(const AttentionWeights& w, const StdAttentionShape& s, KVCache& cache, int64_t pos0,
+                    const AttentionRows& p, int64_t r0, int64_t m, float* o) {
+    const int64_t H = s.n_heads, G = s.n_kv, d = s.head_dim;
+    std::vector<float> q(p.q.begin() + r0 * H * d, p.q.begin() + (r0 + m) * H * d),
+        k(p.k.begin() + r0 * G * d, p.k.begin() + (r0 + m) * G * d);
+    if (!w.q_norm.empty()) rmsnorm(q.data(), w.q_norm.data(), q.data(), m * H, d, s.eps);
+    if (!w.k_norm.empty()) rmsnorm(k.data(), w.k_norm.data(), k.data(), m * G, d, s.eps);
+    const float* ff = s.freq_factors.empty() ? nullptr : s.freq_factors.data();
+    rope(q.data(), m, H, d, s.rot_dim, pos0, s.rope_theta, s.rope_style, ff);
+    rope(k.data(), m, G, d, s.rot_dim, pos0, s.rope_theta, s.rope_style, ff);
+    cache.append(k.data(), &p.v[r0 * G * d], pos0, m);
+    attention_causal(q.data(), m, H, G, d, cache.k.data(), cache.v.data(), cache.capacity, pos0,
+                     s.score_mul / std::sqrt(static_cast<float>(d)), o + r0 * H * d);
+}
+
 void attention_layer(const AttentionWeights& w, const StdAttentionShape& s, KVCache& cache, int64_t pos0,
                      const float* x, int64_t n, float* out) {
-    const int64_t H = s.n_heads, G = s.n_kv, d = s.head_dim;
-    std::vector<float> q(n * H * d), k(n * G * d), v(n * G * d), o(n * H * d);
-    linear(w.q_proj, x, n, q.data());
-    linear(w.k_proj, x, n, k.data());
-    linear(w.v_proj, x, n, v.data());
-    add_bias(q.data(), w.q_bias, n);
-    add_bias(k.data(), w.k_bias, n);
-    add_bias(v.data(), w.v_bias, n);
-    if (!w.q_norm.empty()) rmsnorm(q.data(), w.q_norm.data(), q.data(), n * H, d, s.eps);
-    if (!w.k_norm.empty()) rmsnorm(k.data(), w.k_norm.data(), k.data(), n * G, d, s.eps);
-    const float* ff = s.freq_factors.empty() ? nullptr : s.freq_factors.data();
-    rope(q.data(), n, H, d, s.rot_dim, pos0, s.rope_theta, s.rope_style, ff);
-    rope(k.data(), n, G, d, s.rot_dim, pos0, s.rope_theta, s.rope_style, ff);
-    cache.append(k.data(), v.data(), pos0, n);
-    attention_causal(q.data(), n, H, G, d, cache.k.data(), cache.v.data(), cache.capacity, pos0,
-                     s.score_mul / std::sqrt(static_cast<float>(d)), o.data());
+    AttentionRows p;
+    attention_in(w, s, x, n, p);
+    std::vector<float> o(n * s.n_heads * s.head_dim);
+    attention_core(w, s, cache, pos0, p, 0, n, o.data());
     linear(w.o_proj, o.data(), n, out);
 }
 

@@ -32,4 +32,16 @@ struct StdAttentionShape {
 void attention_layer(const AttentionWeights& w, const StdAttentionShape& s, KVCache& cache, int64_t pos0,
                      const float* x, int64_t n, float* out);
 
+
+// The layer in three steps (as gated_attention.h: the rows of several sequences share the projections):
+// attention_in over every row (projections + biases), attention_core per sequence, o_proj over every row.
+struct AttentionRows {
+    std::vector<float> q, k, v;  // [n, H, d], [n, G, d], [n, G, d]
+};
+void attention_in(const AttentionWeights& w, const StdAttentionShape& s, const float* x, int64_t n, AttentionRows& p);
+// Rows [r0, r0 + m) of p: one sequence's tokens at positions pos0 .. pos0+m−1 (appended to its cache) → the
+// attention output rows [r0, r0 + m) of o [·, H·d].
+void attention_core(const AttentionWeights& w, const StdAttentionShape& s, KVCache& cache, int64_t pos0,
+                    const AttentionRows& p, int64_t r0, int64_t m, float* o);
+
 }  // namespace ember

@@ -36,27 +36,42 @@ void KVCache::append(const float* kr, const float* vr, int64_t pos0, int64_t n) 
         }
 }
 
-void gated_attention(const GatedAttentionWeights& w, const AttentionShape& s, KVCache& cache, int64_t pos0,
-                     const float* x, int64_t n, float* out) {
+void gated_attention_in(const GatedAttentionWeights& w, const AttentionShape& s, const float* x, int64_t n,
+                        GatedAttentionRows& p) {
     const int64_t H = s.n_heads, G = s.n_kv, d = s.head_dim;
-    std::vector<float> qg(n * H * 2 * d), q(n * H * d), gate(n * H * d), k(n * G * d), v(n * G * d), o(n * H * d);
-    linear(w.q_proj, x, n, qg.data());  // [n, H, 2d]
-    linear(w.k_proj, x, n, k.data());   // [n, G, d]
-    linear(w.v_proj, x, n, v.data());   // [n, G, d]
-    for (int64_t t = 0; t < n; ++t)     // de-interleave: per head [query | gate]
+    p.qg.resize(n * H * 2 * d), p.k.resize(n * G * d), p.v.resize(n * G * d);
+    linear(w.q_proj, x, n, p.qg.data());  // [n, H, 2d]
+    linear(w.k_proj, x, n, p.k.data());   // [n, G, d]
+    linear(w.v_proj, x, n, p.v.data());   // [n, G, d]
+}
+
+void gated_attention_core(const GatedAttentionWeights& w, const AttentionShape& s, KVCache& cache, int64_t pos0,
+                          const GatedAttentionRows& p, int64_t r0, int64_t m, float* o) {
+    const int64_t H = s.n_heads, G = s.n_kv, d = s.head_dim;
+    std::vector<float> q(m * H * d), gate(m * H * d), k(p.k.begin() + r0 * G * d, p.k.begin() + (r0 + m) * G * d);
+    for (int64_t t = 0; t < m; ++t)  // de-interleave: per head [query | gate]
         for (int64_t h = 0; h < H; ++h) {
-            const float* src = &qg[(t * H + h) * 2 * d];
+            const float* src = &p.qg[((r0 + t) * H + h) * 2 * d];
             std::memcpy(&q[(t * H + h) * d], src, d * sizeof(float));
             std::memcpy(&gate[(t * H + h) * d], src + d, d * sizeof(float));
         }
-    rmsnorm(q.data(), w.q_norm.data(), q.data(), n * H, d, s.eps);
-    rmsnorm(k.data(), w.k_norm.data(), k.data(), n * G, d, s.eps);
-    rope_neox(q.data(), n, H, d, s.rot_dim, pos0, s.rope_theta);
-    rope_neox(k.data(), n, G, d, s.rot_dim, pos0, s.rope_theta);
-    cache.append(k.data(), v.data(), pos0, n);
-    attention_causal(q.data(), n, H, G, d, cache.k.data(), cache.v.data(), cache.capacity, pos0,
-                     1.0f / std::sqrt(static_cast<float>(d)), o.data());
-    sigmoid_mul(o.data(), gate.data(), n * H * d);
+    rmsnorm(q.data(), w.q_norm.data(), q.data(), m * H, d, s.eps);
+    rmsnorm(k.data(), w.k_norm.data(), k.data(), m * G, d, s.eps);
+    rope_neox(q.data(), m, H, d, s.rot_dim, pos0, s.rope_theta);
+    rope_neox(k.data(), m, G, d, s.rot_dim, pos0, s.rope_theta);
+    cache.append(k.data(), &p.v[r0 * G * d], pos0, m);
+    float* out = o + r0 * H * d;
+    attention_causal(q.data(), m, H, G, d, cache.k.data(), cache.v.data(), cache.capacity, pos0,
+                     1.0f / std::sqrt(static_cast<float>(d)), out);
+    sigmoid_mul(out, gate.data(), m * H * d);
+}
+
+void gated_attention(const GatedAttentionWeights& w, const AttentionShape& s, KVCache& cache, int64_t pos0,
+                     const float* x, int64_t n, float* out) {
+    GatedAttentionRows p;
+    gated_attention_in(w, s, x, n, p);
+    std::vector<float> o(n * s.n_heads * s.head_dim);
+    gated_attention_core(w, s, cache, pos0, p, 0, n, o.data());
     linear(w.o_proj, o.data(), n, out);
 }
 

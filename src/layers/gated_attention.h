@@ -32,7 +32,22 @@ struct KVCache {
 };
 
 // x [n, hidden] (normed layer input) for positions pos0..pos0+n−1 → out [n, hidden]; appends to cache.
+// = gated_attention_in, gated_attention_core over the n rows, o_proj.
 void gated_attention(const GatedAttentionWeights& w, const AttentionShape& s, KVCache& cache, int64_t pos0,
                      const float* x, int64_t n, float* out);
+
+
+// The layer in three steps, so that the rows of several sequences share the projections (models/decoder.cpp):
+// gated_attention_in over every row, gated_attention_core per sequence (its rows, its cache, its positions), then
+// o_proj over every row. Each step treats a row alone, so a row's result does not depend on the others.
+struct GatedAttentionRows {
+    std::vector<float> qg, k, v;  // [n, H, 2d] (per head: query | gate), [n, G, d], [n, G, d]
+};
+void gated_attention_in(const GatedAttentionWeights& w, const AttentionShape& s, const float* x, int64_t n,
+                        GatedAttentionRows& p);
+// Rows [r0, r0 + m) of p: one sequence's tokens at positions pos0 .. pos0+m−1 (appended to its cache) → the gated
+// attention output rows [r0, r0 + m) of o [·, H·d].
+void gated_attention_core(const GatedAttentionWeights& w, const AttentionShape& s, KVCache& cache, int64_t pos0,
+                          const GatedAttentionRows& p, int64_t r0, int64_t m, float* o);
 
 }  // namespace ember

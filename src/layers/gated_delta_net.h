@@ -40,4 +40,17 @@ struct DeltaNetState {
 void gated_delta_net(const GatedDeltaNetWeights& w, const DeltaNetShape& s, DeltaNetState& st, const float* x,
                      int64_t n, float* out);
 
+
+// The layer in three steps (as gated_attention.h: the rows of several sequences share the projections):
+// gated_delta_net_in over every row, gated_delta_net_core per sequence (its state), out_proj over every row.
+struct DeltaNetRows {
+    std::vector<float> qkv, z, b, a;  // [n, conv_dim] (before the conv), [n, nv·dv], [n, nv], [n, nv]
+};
+void gated_delta_net_in(const GatedDeltaNetWeights& w, const DeltaNetShape& s, const float* x, int64_t n,
+                        DeltaNetRows& p);
+// Rows [r0, r0 + m) of p: one sequence's next m tokens (its state advances by m) → the gated-normed output rows
+// [r0, r0 + m) of y [·, nv·dv].
+void gated_delta_net_core(const GatedDeltaNetWeights& w, const DeltaNetShape& s, DeltaNetState& st,
+                          const DeltaNetRows& p, int64_t r0, int64_t m, float* y);
+
 }  // namespace ember

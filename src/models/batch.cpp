@@ -20,7 +20,9 @@ struct GenericBatch : BatchState {
 
 constexpr int64_t kMaxSeqs = 1 << 16;
 
-Expected<ModelState*> seq_of(const CausalLM& m, BatchState& b, int64_t slot) {
+}  // namespace
+
+Expected<ModelState*> generic_batch_state(const CausalLM& m, BatchState& b, int64_t slot) {
     auto* g = dynamic_cast<GenericBatch*>(&b);
     EMBER_REQUIRE(g != nullptr, "batch: this batch state belongs to another model");
     EMBER_REQUIRE(slot >= 0 && slot < b.slots(), "batch: slot %lld is outside the pool of %lld", (long long)slot,
@@ -29,8 +31,6 @@ Expected<ModelState*> seq_of(const CausalLM& m, BatchState& b, int64_t slot) {
     if (!s) s = m.new_state();
     return s.get();
 }
-
-}  // namespace
 
 Status batch_check_step(const BatchState& b, const int32_t* slots, const int32_t* tokens, int64_t rows,
                         int64_t vocab, int64_t context) {
@@ -62,7 +62,7 @@ Expected<std::unique_ptr<BatchState>> CausalLM::new_batch(int64_t max_seqs) cons
 }
 
 Status CausalLM::batch_prefill(BatchState& b, int64_t slot, const int32_t* tokens, int64_t n, float* logits) const {
-    EMBER_ASSIGN(ModelState * s, seq_of(*this, b, slot));
+    EMBER_ASSIGN(ModelState * s, generic_batch_state(*this, b, slot));
     EMBER_REQUIRE(n > 0, "batch: prefill of no tokens");
     const int64_t V = info().vocab_size;
     std::vector<float> scratch(logits ? 0 : size_t(V));
@@ -76,7 +76,7 @@ Status CausalLM::batch_decode(BatchState& b, const int32_t* slots, const int32_t
     EMBER_TRY(batch_check_step(b, slots, tokens, rows, info().vocab_size, info().max_context));
     const int64_t V = info().vocab_size;
     for (int64_t r = 0; r < rows; ++r) {
-        EMBER_ASSIGN(ModelState * s, seq_of(*this, b, slots[r]));
+        EMBER_ASSIGN(ModelState * s, generic_batch_state(*this, b, slots[r]));
         EMBER_TRY(forward(*s, &tokens[r], 1, logits + r * V, false));
         b.pos[size_t(slots[r])] = s->pos;
     }
@@ -105,7 +105,7 @@ Status CausalLM::batch_reset(BatchState& b, int64_t slot) const {
 }
 
 Expected<std::vector<StateTensor>> CausalLM::batch_export_slot(BatchState& b, int64_t slot, int64_t from) const {
-    EMBER_ASSIGN(ModelState * s, seq_of(*this, b, slot));
+    EMBER_ASSIGN(ModelState * s, generic_batch_state(*this, b, slot));
     EMBER_REQUIRE(from >= 0 && from <= s->pos, "batch: snapshot from row %lld of a slot at position %lld",
                   (long long)from, (long long)s->pos);
     EMBER_ASSIGN(std::vector<StateTensor> t, export_state(*s));
@@ -120,7 +120,7 @@ Status CausalLM::batch_import_slot(BatchState& b, int64_t slot, int64_t pos,
                   (long long)pos, (long long)info().max_context);
     EMBER_TRY(check_state_tensors(state_layout(pos), tensors));
     EMBER_TRY(batch_reset(b, slot));
-    EMBER_ASSIGN(ModelState * s, seq_of(*this, b, slot));
+    EMBER_ASSIGN(ModelState * s, generic_batch_state(*this, b, slot));
     EMBER_TRY(import_state(*s, pos, tensors));
     b.pos[size_t(slot)] = s->pos;
     return Status::ok();

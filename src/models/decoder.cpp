@@ -2,7 +2,10 @@
 // saved and restored (models/state_io.h).
 #include "models/decoder.h"
 
+#include <algorithm>
+
 #include "core/check.h"
+#include "core/env.h"
 #include "models/state_io.h"
 #include "ops/linear/linear.h"
 #include "ops/norm/norm.h"
@@ -11,36 +14,59 @@ namespace ember {
 
 namespace {
 
+// One sequence's rows of a step: rows [r0, r0 + m) of x are its tokens at positions pos0 .. pos0+m−1.
+struct Segment {
+    DecoderState* st;
+    int64_t pos0, r0, m;
+};
+
+// decoder_forward's CPU backend over the rows of one or more sequences (a prompt chunk, or one row per sequence of
+// a batched step): the projections and the MLP take every row at once (linear() reads each weight once for all of
+// them), the mixers' cores run per sequence on its own state. Each op treats a row alone, so a row's result does
+// not depend on the other rows (up to linear()'s kernels for different row counts: decoder.h's batch note).
 struct CpuBlocks {
     const DecoderDef& d;
-    DecoderState& st;
-    const int32_t* tokens;
-    int64_t n;
+    const std::vector<Segment>& segs;
+    const std::vector<int64_t>& head_rows;  // the rows whose logits are asked for, in the order of `logits`
     float* logits;
-    bool all_logits;
-    std::vector<float> x, xn, y;
+    int64_t n;
+    std::vector<float> x, xn, y, o;
+    GatedAttentionRows gap;
+    AttentionRows ap;
+    DeltaNetRows dp;
 
-    CpuBlocks(const DecoderDef& def, DecoderState& state, const int32_t* t, int64_t rows, float* out, bool all)
-        : d(def), st(state), tokens(t), n(rows), logits(out), all_logits(all), x(rows * def.hidden),
-          xn(rows * def.hidden), y(rows * def.hidden) {}
+    CpuBlocks(const DecoderDef& def, const std::vector<Segment>& s, const int32_t* tokens, int64_t rows,
+              const std::vector<int64_t>& hr, float* out)
+        : d(def), segs(s), head_rows(hr), logits(out), n(rows), x(rows * def.hidden), xn(rows * def.hidden),
+          y(rows * def.hidden) {
+        for (int64_t t = 0; t < n; ++t) weight_row(*d.embed, tokens[t], &x[t * d.hidden]);
+    }
 
     void add_y() {
         for (size_t i = 0; i < x.size(); ++i) x[i] += y[i];
     }
-    void embed() {
-        for (int64_t t = 0; t < n; ++t) weight_row(*d.embed, tokens[t], &x[t * d.hidden]);
-    }
+    void embed() {}  // done at construction (the token ids are there)
     void mixer(size_t l, const DecoderLayer& L) {
         rmsnorm(x.data(), L.mixer_norm->data(), xn.data(), n, d.hidden, d.eps);
         switch (L.mixer) {
             case MixerKind::ATTENTION:
-                attention_layer(*L.attn, *d.attn, st.kv[l], st.pos, xn.data(), n, y.data());
+                attention_in(*L.attn, *d.attn, xn.data(), n, ap);
+                o.resize(n * d.attn->n_heads * d.attn->head_dim);
+                for (const Segment& g : segs) attention_core(*L.attn, *d.attn, g.st->kv[l], g.pos0, ap, g.r0, g.m, o.data());
+                linear(L.attn->o_proj, o.data(), n, y.data());
                 break;
             case MixerKind::GATED_ATTENTION:
-                gated_attention(*L.gattn, *d.gattn, st.kv[l], st.pos, xn.data(), n, y.data());
+                gated_attention_in(*L.gattn, *d.gattn, xn.data(), n, gap);
+                o.resize(n * d.gattn->n_heads * d.gattn->head_dim);
+                for (const Segment& g : segs)
+                    gated_attention_core(*L.gattn, *d.gattn, g.st->kv[l], g.pos0, gap, g.r0, g.m, o.data());
+                linear(L.gattn->o_proj, o.data(), n, y.data());
                 break;
             case MixerKind::GATED_DELTA_NET:
-                gated_delta_net(*L.gdn, *d.gdn, st.gdn[l], xn.data(), n, y.data());
+                gated_delta_net_in(*L.gdn, *d.gdn, xn.data(), n, dp);
+                o.resize(n * d.gdn->heads.nv * d.gdn->heads.dv);
+                for (const Segment& g : segs) gated_delta_net_core(*L.gdn, *d.gdn, g.st->gdn[l], dp, g.r0, g.m, o.data());
+                linear(L.gdn->out_proj, o.data(), n, y.data());
                 break;
         }
         add_y();
@@ -51,8 +77,10 @@ struct CpuBlocks {
         add_y();
     }
     void head() {
-        const int64_t rows = all_logits ? n : 1;
-        rmsnorm(&x[(n - rows) * d.hidden], d.final_norm->data(), xn.data(), rows, d.hidden, d.eps);
+        const int64_t rows = int64_t(head_rows.size());
+        for (int64_t i = 0; i < rows; ++i)
+            std::copy_n(&x[head_rows[i] * d.hidden], d.hidden, &y[i * d.hidden]);
+        rmsnorm(y.data(), d.final_norm->data(), xn.data(), rows, d.hidden, d.eps);
         linear(*d.head, xn.data(), rows, logits);
     }
 };
@@ -95,6 +123,26 @@ std::unique_ptr<ModelState> Decoder::new_state() const {
     return st;
 }
 
+Status Decoder::batch_decode(BatchState& b, const int32_t* slots, const int32_t* tokens, int64_t rows,
+                            float* logits) const {
+    static const bool per_row = env_is("EMBER_CPU_BATCH", "rows");  // A/B: the generic form, forward() per row
+    if (per_row) return CausalLM::batch_decode(b, slots, tokens, rows, logits);
+    EMBER_TRY(batch_check_step(b, slots, tokens, rows, def_.vocab, def_.context));
+    std::vector<Segment> segs;
+    std::vector<int64_t> head_rows;
+    for (int64_t r = 0; r < rows; ++r) {
+        EMBER_ASSIGN(ModelState * s, generic_batch_state(*this, b, slots[r]));
+        auto* st = dynamic_cast<DecoderState*>(s);
+        EMBER_REQUIRE(st != nullptr, "batch: a slot's state does not belong to this model");
+        segs.push_back({st, st->pos, r, 1});
+        head_rows.push_back(r);
+    }
+    CpuBlocks blocks(def_, segs, tokens, rows, head_rows, logits);
+    decoder_forward(def_, blocks);
+    for (int64_t r = 0; r < rows; ++r) b.pos[size_t(slots[r])] = ++segs[size_t(r)].st->pos;
+    return Status::ok();
+}
+
 Status Decoder::forward(ModelState& state, const int32_t* tokens, int64_t n, float* logits, bool all_logits) const {
     auto* st = dynamic_cast<DecoderState*>(&state);
     EMBER_REQUIRE(st != nullptr, "forward: state does not belong to this %s model", info().architecture.c_str());
@@ -104,7 +152,10 @@ Status Decoder::forward(ModelState& state, const int32_t* tokens, int64_t n, flo
     for (int64_t t = 0; t < n; ++t)
         EMBER_REQUIRE(tokens[t] >= 0 && tokens[t] < def_.vocab, "token id %d at position %lld is out of range [0, %lld)",
                       tokens[t], (long long)t, (long long)def_.vocab);
-    CpuBlocks b(def_, *st, tokens, n, logits, all_logits);
+    const std::vector<Segment> segs{{st, st->pos, 0, n}};
+    std::vector<int64_t> head_rows;
+    for (int64_t t = all_logits ? 0 : n - 1; t < n; ++t) head_rows.push_back(t);
+    CpuBlocks b(def_, segs, tokens, n, head_rows, logits);
     decoder_forward(def_, b);
     st->pos += n;
     return Status::ok();

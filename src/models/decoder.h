@@ -89,6 +89,12 @@ public:
     std::vector<StateTensor> state_layout(int64_t pos) const override;
     Expected<std::vector<StateTensor>> export_state(const ModelState& state) const override;
     Status import_state(ModelState& state, int64_t pos, const std::vector<StateTensor>& tensors) const override;
+    // The batched step on the CPU: every row through decoder_forward at once (the projections and MLPs read each
+    // weight once for all rows; each sequence's mixer core on its own state), in the generic pool's states.
+    // A row's logits equal the sequence decoded alone up to the summation order of linear()'s kernels for other
+    // row counts (the AVX-512 one-row kernel, 2-4-row tiles).
+    Status batch_decode(BatchState& b, const int32_t* slots, const int32_t* tokens, int64_t rows,
+                        float* logits) const override;
 
 protected:
     // Checks the description (every layer's mixer weights and the shape it needs are there) and keeps it.

@@ -197,6 +197,10 @@ public:
 Status batch_check_step(const BatchState& b, const int32_t* slots, const int32_t* tokens, int64_t rows,
                         int64_t vocab, int64_t context);
 
+// The state of a slot of the generic batched form (models/batch.cpp: one ModelState of the model's own per slot,
+// created on first use); an error for another model's pool or a slot outside it.
+Expected<ModelState*> generic_batch_state(const CausalLM& m, BatchState& b, int64_t slot);
+
 // How a model file is turned into a model.
 struct LoadOptions {
     // GGUF block-quantized weights: round activations to 8 bits per block before each product, as llama.cpp's

@@ -1,5 +1,6 @@
-// The batched engine on the CPU (models/batch.cpp, the generic form): rows of a step equal the sequences decoded
-// alone (fixtures of both architectures), whatever joins when and in whatever row order; bad steps are refused
+// The batched engine on the CPU (models/decoder.cpp: every row of a step through decoder_forward at once, in the
+// generic pool of models/batch.cpp): rows of a step equal the sequences decoded alone (fixtures of both
+// architectures, every weight format), whatever joins when and in whatever row order; bad steps are refused
 // without touching the pool; a reset slot is reused cleanly. The GPU form runs the same checks in
 // backend/cuda/cuda_batch_cuda_test.cpp.
 #include <gtest/gtest.h>
@@ -19,10 +20,13 @@ std::unique_ptr<CausalLM> load(const std::string& rel) {
 }
 
 TEST(BatchCpu, RowsEqualSequencesDecodedAlone) {
-    for (const char* f : {"qwen35/flat_untied_gqa3", "qwen35/mm_tied", "gguf_models/llama_gqa_untied/model-f32.gguf"}) {
+    for (const char* f : {"qwen35/flat_untied_gqa3", "qwen35/mm_tied", "qwen35/q4_affine",
+                          "gguf_models/llama_gqa_untied/model-f32.gguf", "gguf_models/llama_kquant/model-q4_k_m.gguf",
+                          "gguf_models/qwen2_bias/model-q8_0.gguf", "gguf_models/qwen3_qknorm/model-q8_0.gguf",
+                          "gguf_models/qwen35_mm_tied_q8_0/model-q8_0.gguf"}) {
         SCOPED_TRACE(f);
         auto m = load(f);
-        // The generic form runs forward() per row: bit-equal logits.
+        // Each op treats a row alone; linear()'s kernels keep one summation order per row whatever the row count.
         const double worst = batchtest::check_batch_equals_alone(*m, 6, 7, 8, 0.0, 40);
         EXPECT_EQ(worst, 0.0);
     }
