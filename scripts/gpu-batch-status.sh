@@ -30,6 +30,8 @@
 #            GEMM from 5 rows for every matrix (EMBER_GEMM_FROM_ROWS=5), 2 rounds
 #   pairs    2B synthetic at 1 and 8 streams: SwiGLU pairs (the [gate|up] GEMV stores silu(g)·u; default) vs
 #            EMBER_SWIGLU_PAIRS=0 (the GEMV, then the SwiGLU kernel or the down GEMV's SwiGLU prologue), 2 rounds
+#   normpost 2B synthetic at 1, 2 and 8 streams: the RMSNorm factor applied to the sums (default) vs
+#            EMBER_NORM_POST=0 (a norm pass before staging) vs EMBER_FUSE_ROWS=8, 2 rounds
 #   fuse8    2B synthetic at 4 and 8 streams: the rule (fused norms / SwiGLU up to 2 rows) vs EMBER_FUSE_ROWS=8, 2 rounds
 #   p27      prefill of the synthetic 27B (issue 18's pp512 target), ember bench -p 512 -n 0 -r 2
 #   gemv     gemv_bench --quick (the 2B shapes at 1-8 rows: q and mma kernels, µs and % of copy bandwidth)
@@ -99,6 +101,8 @@ has ab2 && ab_stage ab2 300 2 "$S2B --batch 8 -n 64 -r 2 -c 512" "default|$E|" "
 has pd && ab_stage pd 200 2 "$S2B -n 128 -r 2 -c 512" "graph|$E|EMBER_DECODE=graph" \
   "persistent|$E|EMBER_DECODE=persistent"
 has pairs && ab_stage pairs 240 2 "$S2B --batch 1,8 -n 64 -r 2 -c 512" "pairs|$E|" "nopairs|$E|EMBER_SWIGLU_PAIRS=0"
+has normpost && ab_stage normpost 300 2 "$S2B --batch 1,2,8 -n 64 -r 2 -c 512" "post|$E|" \
+  "nopost|$E|EMBER_NORM_POST=0" "fuse8|$E|EMBER_FUSE_ROWS=8"
 has fuse8 && ab_stage fuse8 240 2 "$S2B --batch 4,8 -n 64 -r 2 -c 512" "rule|$E|" "fuse8|$E|EMBER_FUSE_ROWS=8"
 has gemm8 && ab_stage gemm8 240 2 "$S2B --batch 4,8 -n 64 -r 2 -c 512" "rule|$E|" "gemm5|$E|EMBER_GEMM_FROM_ROWS=5"
 has q6k && q6k_model && ab_stage q6k 240 2 "$G2B --batch ${Q6K_BATCH:-2,8} -n 64 -r 2 -c 512" "x4|$E|EMBER_STREAM_ROWS=1" \
@@ -164,7 +168,7 @@ cat "$OUT/status.log"
 for f in "$OUT"/bug9b-*.log; do
   [ -f "$f" ] && { echo "== $(basename "$f")"; grep -E 'worst|among|y\[|n=.*gemm|FAILED  \]' "$f" | head -12; }
 done
-for f in ab ab2 pd pairs fuse8 gemm8 q6k q6k16; do [ -f "$OUT/$f.txt" ] && cat "$OUT/$f.txt"; done
+for f in ab ab2 pd pairs normpost fuse8 gemm8 q6k q6k16; do [ -f "$OUT/$f.txt" ] && cat "$OUT/$f.txt"; done
 for b in 8 64; do
   [ -f "$OUT/profile-$b.md" ] && { echo "== profile $b"; grep -E '^\|' "$OUT/profile-$b.md" | head -24; }
   [ -f "$OUT/profile-fuse8-$b.md" ] && { echo "== profile fuse8 $b"; grep -E '^\|' "$OUT/profile-fuse8-$b.md" | head -24; }

@@ -71,7 +71,8 @@ void linear_parts(const Weight& stacked, const Weight* const* parts, float* cons
 //   swiglu:      x [n, 2·cols] rows [gate | up]; x'[t, c] = silu(gate[t, c]) · up[t, c]  (as swiglu_fused())
 //   accumulate:  y[t, r] = y[t, r] + Σ_c W[r, c] · x'[t, c]   (the residual add, in place)
 // (norm_w and swiglu exclusive.) One kernel when linear_fused_native(W, n) (the streaming q kernel applies
-// the prologue while staging x — every block computes the norm factors itself — and the add when storing y;
+// the prologue while staging x — every block sums Σx² as it stages x·norm_w and scales its sums by the factor as it
+// stores them, or with EMBER_NORM_POST=0 computes the factors in a pass before staging x' — and the add when storing y;
 // without a prologue, where the rule picks the mma kernel (4-8 rows, K ≥ 6144), that kernel adds into y, or the
 // q kernel where the mma kernel cannot take W);
 // otherwise the separate ops: rmsnorm / swiglu_fused into scratch, linear, add — same numerics either way

@@ -19,9 +19,9 @@ struct XPrologue {
 // silu(g)·u exactly as ops/activation/activation.cu computes it (expf, IEEE division, unfused product).
 __device__ __forceinline__ float swiglu1(float g, float u) { return __fmul_rn(g / (1.0f + expf(-g)), u); }
 
-// CPW consecutive values of x' for token row xt (of p.xstride floats) from column col0, with the prologue.
+// CPW consecutive raw values of token row xt from column col0.
 template <int CPW>
-__device__ __forceinline__ void load_x(const XPrologue& p, const float* xt, int col0, float inv, float* v) {
+__device__ __forceinline__ void load_raw(const XPrologue& p, const float* xt, int col0, float* v) {
     if (p.aligned) {
 #pragma unroll
         for (int i = 0; i < CPW; i += 4) {
@@ -32,6 +32,23 @@ __device__ __forceinline__ void load_x(const XPrologue& p, const float* xt, int 
 #pragma unroll
         for (int i = 0; i < CPW; ++i) v[i] = __ldg(xt + col0 + i);
     }
+}
+
+// The RMSNorm prologue without its factor (x · norm_w; the caller scales the sums by inv afterwards, so the x it
+// stages needs no norm pass before): CPW values, and Σx² of the raw values added to ss.
+template <int CPW>
+__device__ __forceinline__ void load_x_normw(const XPrologue& p, const float* xt, int col0, float* v, float& ss) {
+    load_raw<CPW>(p, xt, col0, v);
+#pragma unroll
+    for (int i = 0; i < CPW; ++i) ss = fmaf(v[i], v[i], ss);
+#pragma unroll
+    for (int i = 0; i < CPW; ++i) v[i] = v[i] * __ldg(p.norm_w + col0 + i);
+}
+
+// CPW consecutive values of x' for token row xt (of p.xstride floats) from column col0, with the prologue.
+template <int CPW>
+__device__ __forceinline__ void load_x(const XPrologue& p, const float* xt, int col0, float inv, float* v) {
+    load_raw<CPW>(p, xt, col0, v);
     if (p.pre == PRE_RMSNORM) {
 #pragma unroll
         for (int i = 0; i < CPW; ++i) v[i] = v[i] * inv * __ldg(p.norm_w + col0 + i);  // add_rmsnorm's op order

@@ -109,6 +109,9 @@ struct QArgs {
     // up rows rows + 8·tile + g in the places of rows g and g + 8; y[t, r] = silu(gate sum)·(up sum), [n, rows].
     int pairs;
     int64_t hrow;         // matrix rows between a lane's two rows: 8, or rows (pairs)
+    // RMSNorm with its factor applied to the sums (post_norm): x·norm_w staged, Σx² summed while staging, the sums
+    // scaled by inv as they are stored — no norm pass over x before staging (rms_factors).
+    int post_norm;
 };
 // The prologue fields as the shared helpers (linear_gemv_prologue.cuh) take them.
 __device__ __forceinline__ XPrologue xpro(const QArgs& a) {
@@ -153,10 +156,11 @@ __device__ __forceinline__ void ldw(const uint8_t* p, uint32_t* v) {
 // Stage x for K-units [ku0, ku0 + nku_c) into shared memory: B fragments {b0 hi, b1 hi, b0 lo, b1 lo} of step
 // st (16 per iteration) and active slot tok·4 + t at xs + st·STEP + slot·16, and the group sums X[span][col].
 // One thread per (token, 32-bit word of the row): the word's 4 nibble pairs feed steps 2w and 2w+1 of lane t.
-// Tokens n .. NT−1 and columns ≥ K are staged as zeros.
+// Tokens n .. NT−1 and columns ≥ K are staged as zeros. post_norm: x·norm_w staged, and each warp's Σx² of its
+// words per token stored (first chunk) or added (later chunks) at ssr[warp·8 + token].
 template <int BITS, int GS, int G>
 __device__ __forceinline__ void stage_x(const QArgs& a, const float* inv, int ku0, int nku_c, uint8_t* xs,
-                                        float* xsum) {
+                                        float* xsum, float* ssr, bool first_chunk) {
     const int K = a.K, n = a.n;
     using C = QC<BITS, GS, G>;
     constexpr int CPW = BITS == 4 ? 8 : 4;  // columns per word
@@ -164,7 +168,8 @@ __device__ __forceinline__ void stage_x(const QArgs& a, const float* inv, int ku
     const int byte0 = ku0 * C::KU;
     for (int tok = 0; tok < C::NT; ++tok) {
         const float* xt = a.x + int64_t(tok) * a.xstride;
-        const float inv_t = a.pre == PRE_RMSNORM && tok < n ? inv[tok] : 1.f;
+        const float inv_t = a.pre == PRE_RMSNORM && !a.post_norm && tok < n ? inv[tok] : 1.f;
+        float ssq = 0.f;  // post_norm: Σx² of this thread's words
         for (int wi = int(threadIdx.x); wi < words; wi += kThreads) {  // warp-uniform condition (shuffles below)
             const unsigned bl = 4u * unsigned(wi);  // chunk-local byte of the word
             const int col0 = BITS == 4 ? 2 * (byte0 + int(bl)) : byte0 + int(bl);
@@ -176,7 +181,8 @@ __device__ __forceinline__ void stage_x(const QArgs& a, const float* inv, int ku
             float sum = 0.f;
             if (tok < n && col0 < K) {
                 float v[8];
-                load_x<CPW>(xpro(a), xt, col0, inv_t, v);
+                if (a.post_norm) load_x_normw<CPW>(xpro(a), xt, col0, v, ssq);
+                else load_x<CPW>(xpro(a), xt, col0, inv_t, v);
 #pragma unroll
                 for (int h = 0; h < 2; ++h) {
                     uint32_t b0h, b0l, b1h, b1l;
@@ -204,6 +210,12 @@ __device__ __forceinline__ void stage_x(const QArgs& a, const float* inv, int ku
                 xsum[span * 8 + gam * C::NT + tok] = sum;
             }
         }
+        if (a.post_norm && tok < n) {  // (uniform: every lane of the warp is here)
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1) ssq += __shfl_xor_sync(0xffffffffu, ssq, o);
+            float* slot = ssr + (threadIdx.x >> 5) * 8 + tok;
+            if ((threadIdx.x & 31) == 0) *slot = first_chunk ? ssq : *slot + ssq;
+        }
     }
 }
 
@@ -217,9 +229,10 @@ __device__ __forceinline__ float* y_at(const QArgs& a, int tok, int64_t row) {
 // After a round with slices or chunks: sum the slice partials of each (tile, row, token) in slice order, then
 // store y (last chunk) or keep the running sum in ypart.
 // Pairs: entries of the tile's rows 0..7 only, each with its up partner at row16 + 8 (y = silu(gate)·up).
+// post_norm: the sums scaled by inv[tok] as they are stored.
 __device__ __forceinline__ void reduce_round(const QArgs& a, const float* red, float* ypart, int64_t rows, int64_t tile0,
                                              int64_t tb1, int lt0, int TPR, int S, int n, bool first_chunk,
-                                             bool last_chunk, bool accum) {
+                                             bool last_chunk, bool accum, const float* inv) {
     const int RPT = a.pairs ? 8 : 16;  // output rows per tile
     for (int e = int(threadIdx.x); e < TPR * RPT * n; e += kThreads) {
         const int tl2 = e / (RPT * n), rem = e % (RPT * n), row16 = rem / n, tok = rem % n;
@@ -236,6 +249,7 @@ __device__ __forceinline__ void reduce_round(const QArgs& a, const float* red, f
         }
         if (last_chunk) {
             float* y = y_at(a, tok, row);
+            if (a.post_norm) s *= inv[tok], su *= inv[tok];
             const float v = a.pairs ? swiglu1(s, su) : s;
             *y = accum ? *y + v : v;
         } else {
@@ -250,6 +264,8 @@ __global__ void __launch_bounds__(kThreads, 1) gemv_q_kernel(const QArgs a) {
     using C = QC<BITS, GS, G>;
     constexpr int BUF = C::BUF, NT = C::NT, ES = int(sizeof(ST));
     extern __shared__ __align__(128) uint8_t smem[];
+    __shared__ float inv[8];           // RMSNorm factors per token (PRE_RMSNORM)
+    __shared__ float ssr[kWarps * 8];  // post_norm: per-warp Σx² per token (static total ≤ 1 KB: kSmemMax)
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
 
     // Shared memory: B fragments | group sums | zero fragments | slice partials | chunked tile partials.
@@ -343,6 +359,17 @@ __global__ void __launch_bounds__(kThreads, 1) gemv_q_kernel(const QArgs a) {
 
     // ---- compute side ----
     float acc[4] = {0.f, 0.f, 0.f, 0.f};  // rows g, g, g+8, g+8 × accumulator columns 2t, 2t+1
+    // post_norm: the RMSNorm factor of token lane & 7 (each warp its own copy, the same bits: fixed summation
+    // order), from the warps' Σx² after each staging; warp 0 also leaves it in inv[] for reduce_round.
+    float inv_lane = 1.f;
+    auto post_inv = [&]() {
+        if (!a.post_norm) return;
+        float ss = 0.f;
+#pragma unroll
+        for (int w = 0; w < kWarps; ++w) ss += ssr[w * 8 + (lane & 7)];
+        inv_lane = 1.0f / sqrtf(ss / static_cast<float>(a.K) + a.eps);
+        if (warp == 0 && lane < 8) inv[lane] = inv_lane;
+    };
     float Dh[4] = {0.f, 0.f, 0.f, 0.f}, Dl[4] = {0.f, 0.f, 0.f, 0.f};  // x hi / x lo chains (independent MMAs)
     // Lane's B-fragment offset for piece p in iteration v: its slot if its column's group (g / NT) is the group
     // of the codes it holds there, else −1 (zero fragments).
@@ -417,6 +444,11 @@ __global__ void __launch_bounds__(kThreads, 1) gemv_q_kernel(const QArgs a) {
         const int64_t tile0 = tb0 + int64_t(r) * TPR;
         if (!a.red) {
             const int64_t tile = tile0 + tl;
+            if (a.post_norm) {  // (uniform) acc[i] belongs to token tok0 + (i & 1)
+                const float s0 = __shfl_sync(0xffffffffu, inv_lane, tok0 & 7);
+                const float s1 = __shfl_sync(0xffffffffu, inv_lane, (tok0 + 1) & 7);
+                acc[0] *= s0, acc[1] *= s1, acc[2] *= s0, acc[3] *= s1;
+            }
             if (writer && tile < tb1 && a.pairs) {  // acc[0..1]: gate row g, acc[2..3]: its up row
 #pragma unroll
                 for (int i = 0; i < 2; ++i) {
@@ -443,7 +475,7 @@ __global__ void __launch_bounds__(kThreads, 1) gemv_q_kernel(const QArgs a) {
             }
             __syncthreads();
             reduce_round(a, red + par * kWarps * 128, ypart, rows, tile0, tb1, r * TPR, TPR, a.S, n, c == 0,
-                         c == a.nc - 1, a.accum != 0);
+                         c == a.nc - 1, a.accum != 0, inv);
             par ^= 1;
         }
 #pragma unroll
@@ -462,15 +494,12 @@ __global__ void __launch_bounds__(kThreads, 1) gemv_q_kernel(const QArgs a) {
         lnext();
     }
     asm volatile("griddepcontrol.wait;\n" ::: "memory");
-    __shared__ float inv[8];  // RMSNorm factors per token (PRE_RMSNORM)
-    if (a.pre == PRE_RMSNORM) {
-        __shared__ float red_ss[kWarps * 8];
-        rms_factors(xpro(a), inv, red_ss);
-    }
+    if (a.pre == PRE_RMSNORM && !a.post_norm) rms_factors(xpro(a), inv, ssr);  // (ssr as its scratch)
     for (int i = int(threadIdx.x); i < C::ZERO / 16; i += kThreads)
         reinterpret_cast<uint4*>(smem + zero_off)[i] = make_uint4(0u, 0u, 0u, 0u);
-    stage_x<BITS, GS, G>(a, inv, 0, min(cs, a.nku), xs, xsum);
+    stage_x<BITS, GS, G>(a, inv, 0, min(cs, a.nku), xs, xsum, ssr, true);
     __syncthreads();
+    post_inv();
 
     int cv = 0, cq = 0, cr = 0, cc = 0;  // compute cursor
     bool c_tile_ok = tb0 + tl < tb1;
@@ -492,8 +521,9 @@ __global__ void __launch_bounds__(kThreads, 1) gemv_q_kernel(const QArgs a) {
                             cr = 0;
                             if (++cc < a.nc) {  // next chunk of x (every thread is past its last read: barrier in finish)
                                 const int k0 = cc * cs;
-                                stage_x<BITS, GS, G>(a, inv, k0, min(cs, a.nku - k0), xs, xsum);
+                                stage_x<BITS, GS, G>(a, inv, k0, min(cs, a.nku - k0), xs, xsum, ssr, false);
                                 __syncthreads();
+                                post_inv();
                             }
                         }
                         c_tile_ok = tb0 + int64_t(cr) * TPR + tl < tb1;
@@ -640,6 +670,10 @@ bool gemv_affine_q(const Weight& W, const float* x, int n, float* y, cudaStream_
     }
     const LinearFusion f = fusion ? *fusion : LinearFusion{};
     P.a.pre = f.norm_w ? PRE_RMSNORM : f.swiglu ? PRE_SWIGLU : PRE_NONE;
+    // The RMSNorm factor applied to the sums (one pass over x per block) unless EMBER_NORM_POST=0 (the factors
+    // first, rms_factors, then x' staged: two passes).
+    static const bool post_env = !env_off("EMBER_NORM_POST");
+    P.a.post_norm = P.a.pre == PRE_RMSNORM && post_env ? 1 : 0;
     P.a.xstride = f.swiglu ? 2 * P.a.K : P.a.K;
     P.a.accum = f.accumulate ? 1 : 0;
     P.a.norm_w = f.norm_w, P.a.eps = f.eps;
