@@ -3,7 +3,9 @@
 math without a GPU: plan(), stage_x() (B-fragment layout, group sums), the register ring with its load and
 compute cursors (stale codes where nothing is loaded), pair16, the m16n8k16 fragment layouts of the PTX ISA,
 apply() with its shuffles, finish() and reduce_round() (slices, rounds, chunks), and the SwiGLU pairs form
-(tiles of gate rows j..j+7 and up rows I+j..I+j+7; h = silu(g)·u stored). Compares y with an fp64 reference under
+(tiles of gate rows j..j+7 and up rows I+j..I+j+7; h = silu(g)·u stored), and the RMSNorm prologue in its
+post_norm form (x·norm_w staged, Σx² summed per chunk while staging, the sums scaled by the token's factor where
+they are stored). Compares y with an fp64 reference under
 the test budget 2e-5·Σ|w||x| + 1e-6 (pairs: carried through silu(g)·u as in linear_swiglu_pairs_cuda_test.cpp).
 Keep it in step with the CUDA code when that changes.
 
@@ -102,8 +104,10 @@ def nib(w, m):
     return (int(w) >> (4 * m)) & 15
 
 
-def stage_x(C, a, x, ku0, nku_c, xs, xsum):
-    """xs: dict (step, slot) -> (b0h(2), b1h(2), b0l(2), b1l(2)) ; xsum: dict index->float"""
+def stage_x(C, a, x, ku0, nku_c, xs, xsum, ss=None):
+    """xs: dict (step, slot) -> (b0h(2), b1h(2), b0l(2), b1l(2)) ; xsum: dict index->float; post_norm (a['norm_w']
+    set): x·norm_w staged and the raw Σx² of the chunk's columns added to ss[tok]"""
+    nw = a.get('norm_w')
     words = nku_c * C.KU // 4
     total = C.NT * words
     byte0 = ku0 * C.KU
@@ -118,6 +122,9 @@ def stage_x(C, a, x, ku0, nku_c, xs, xsum):
         if valid:
             for i in range(CPW):
                 v[i] = float(x[tok, col0 + i])
+                if nw is not None:
+                    ss[tok] += v[i] * v[i]
+                    v[i] = float(np.float32(v[i]) * np.float32(nw[col0 + i]))
         itl, o = bl // 128, bl % 128
         p = o // (4 * C.LS)
         tt = (o // C.LS) % 4
@@ -164,7 +171,12 @@ def run(C, a, Wq, S_, B_, x):
         nr = (tb1 - tb0 + TPR - 1) // TPR
         nit = a['nc'] * nr * spsl * C.V
         xs, xsum = {}, {}
-        stage_x(C, a, x, 0, min(cs, a['nku']), xs, xsum)
+        ss = [0.0] * 8  # post_norm: Σx² per token over the chunks staged so far
+        stage_x(C, a, x, 0, min(cs, a['nku']), xs, xsum, ss)
+        norm = a.get('norm_w') is not None
+
+        def inv(tok):  # the factor each warp derives after a staging (1 without post_norm)
+            return float(np.float32(1) / np.sqrt(np.float32(ss[tok] / a['K']) + np.float32(a['eps']))) if norm else 1.0
         red = {}
         ypart = {}
         par = 0
@@ -328,13 +340,13 @@ def run(C, a, Wq, S_, B_, x):
                             for i in range(2):
                                 row, tok = tile * 8 + gg, tok0 + i
                                 if row < rows and tok < n:
-                                    y[tok, row] = swiglu1(acc[L, i], acc[L, 2 + i])
+                                    y[tok, row] = swiglu1(acc[L, i] * inv(tok), acc[L, 2 + i] * inv(tok))
                         elif tile < tb1:
                             for i in range(4):
                                 row = tile * 16 + gg + 8 * (i >> 1)
                                 tok = tok0 + (i & 1)
                                 if row < rows and tok < n:
-                                    y[tok, row] = acc[L, i]
+                                    y[tok, row] = acc[L, i] * inv(tok)
                     else:
                         for i in range(4):
                             red[(par, warp, gg + 8 * (i >> 1), tok0 + (i & 1))] = acc[L, i]
@@ -358,6 +370,7 @@ def run(C, a, Wq, S_, B_, x):
                         if pairs:
                             su = ypart[keyu] + su
                     if c == a['nc'] - 1:
+                        s, su = s * inv(tok), su * inv(tok)
                         y[tok, row] = swiglu1(s, su) if pairs else s
                     else:
                         ypart[key] = s
@@ -401,7 +414,7 @@ def run(C, a, Wq, S_, B_, x):
                                 if cc < a['nc']:
                                     k0 = cc * cs
                                     xs.clear(); xsum.clear()
-                                    stage_x(C, a, x, k0, min(cs, a['nku'] - k0), xs, xsum)
+                                    stage_x(C, a, x, k0, min(cs, a['nku'] - k0), xs, xsum, ss)
     return y
 
 
@@ -417,7 +430,7 @@ def silu(g):
         return g / (1.0 + np.exp(-g))
 
 
-def check(rows, K, BITS, GS, n, seed, **kw):
+def check(rows, K, BITS, GS, n, seed, norm=False, **kw):
     rng = np.random.default_rng(seed)
     rb = K * BITS // 8
     Wq = rng.integers(0, 256, size=(rows, rb), dtype=np.uint8)
@@ -430,7 +443,15 @@ def check(rows, K, BITS, GS, n, seed, **kw):
         print("plan declined", rows, K, BITS, GS, n, kw)
         return True
     C, a = pl
+    xin = x
+    if norm:  # raw x (non-zero mean) and norm_w; the reference multiplies the exact x' = x·inv·w
+        x = (x * 2.0 + 0.3).astype(np.float32)
+        a['norm_w'] = (1.0 + 0.3 * rng.normal(0, 1, size=K)).astype(np.float32)
+        a['eps'] = 1e-6
+        xd = x.astype(np.float64)
+        xin = xd / np.sqrt((xd * xd).mean(axis=1, keepdims=True) + 1e-6) * a['norm_w'].astype(np.float64)
     y = run(C, a, Wq, S_, B_, x)
+    x = xin
     # reference
     codes = np.zeros((rows, K))
     if BITS == 4:
@@ -452,7 +473,7 @@ def check(rows, K, BITS, GS, n, seed, **kw):
         A = budget
     err = np.abs(y - ref)
     ok = np.all(err <= budget)
-    desc = f"rows={rows} K={K} q{BITS} g{GS} n={n} {kw} G{C.G} S{a['S']} nc{a['nc']} grid{a['grid']} cs{a['cs']}"
+    desc = f"rows={rows} K={K} q{BITS} g{GS} n={n} {kw}{' post_norm' if norm else ''} G{C.G} S{a['S']} nc{a['nc']} grid{a['grid']} cs{a['cs']}"
     if not ok:
         bad = np.argwhere(~(err <= budget))
         print("FAIL", desc, "bad", len(bad), bad[:5].tolist(), "err", np.nanmax(err))
@@ -478,4 +499,12 @@ if __name__ == "__main__":
                 K = 7 * 128 + GS
                 allok &= check(70, K, BITS, GS, 8 // G if seed % 2 else 1, seed, G=G, pairs=True, **kw)
                 seed += 1
+    # RMSNorm post_norm (linear_gemv_q.cu QArgs::post_norm): plain and pairs, every G, slices, chunks, grids
+    for BITS, GS in [(4, 64), (8, 32)]:
+        for G in (4, 2, 1):
+            for kw in (dict(), dict(chunk=1, S=2), dict(chunk=3, max_blocks=2, S=8)):
+                K = 7 * 128 + GS
+                allok &= check(35, K, BITS, GS, 8 // G, seed, norm=True, G=G, **kw)
+                allok &= check(70, K, BITS, GS, 8 // G, seed + 1, norm=True, G=G, pairs=True, **kw)
+                seed += 2
     print("ALL OK" if allok else "SOME FAILED")
