@@ -213,11 +213,11 @@ protected:
     void lin_parts_fused(CudaState& s, const Weight& stacked, std::initializer_list<const Weight*> parts,
                          std::initializer_list<float*> ys, const float* norm_w, float eps, int64_t n) const;
     // Whether run() fuses a step of n rows: one sequence's token, or 2..fuse_rows_ rows of a batched decode.
-    // The fused GEMVs re-derive the prologue (RMSNorm factors, SwiGLU) in every block from all n rows of x, and
-    // the down projection loses the mma kernel, so fusing pays only for few rows (H200, GPU µs per step, fused /
-    // unfused, synthetic 2B: 2 rows 1,176 / 1,316, 3: 1,432 / 1,562, 4: 1,537 / 1,599, 6: 2,203 / 1,946, 8:
-    // 2,456 / 2,053; 9B: 2 rows 3,129 / 3,477, 3: 4,425 / 4,259, 8: 8,038 / 6,245): default 2 rows
-    // (EMBER_FUSE_ROWS=N: up to N ≤ 8 rows, 0 or 1: one row only).
+    // The fused GEMVs stage RMSNorm(x)'s x·w of all n rows in every block (the norm factor applied to the sums),
+    // so fusing pays for a few rows only. H100, 12-07, with the factor on the sums, aggregate tok/s fused up to 4
+    // or 6 rows against the old default of 2: 2B 3 rows 2,032 / 1,978, 4: 2,504 / 2,469, 5: 2,813 / 2,753 (fused 6
+    // vs 4), 6: 2,974 / 2,980; 9B 3: 688 / 674, 4: 985 / 962, 5: 1,079 / 1,044, 6: 1,175 / 1,236; 8 rows (2B):
+    // 3,942 / 3,990 unfused. Default 5 rows (EMBER_FUSE_ROWS=N: up to N ≤ 8 rows, 0 or 1: one row only).
     bool fused(const CudaState& s, int64_t n) const {
         return fuse_decode_ && (n == 1 || (s.rows_mode && n <= fuse_rows_));
     }
