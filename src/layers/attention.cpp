@@ -44,13 +44,4 @@ void attention_core(const AttentionWeights& w, const StdAttentionShape& s, KVCac
                      s.score_mul / std::sqrt(static_cast<float>(d)), o + r0 * H * d);
 }
 
-void attention_layer(const AttentionWeights& w, const StdAttentionShape& s, KVCache& cache, int64_t pos0,
-                     const float* x, int64_t n, float* out) {
-    AttentionRows p;
-    attention_in(w, s, x, n, p);
-    std::vector<float> o(n * s.n_heads * s.head_dim);
-    attention_core(w, s, cache, pos0, p, 0, n, o.data());
-    linear(w.o_proj, o.data(), n, out);
-}
-
 }  // namespace ember

@@ -28,13 +28,10 @@ struct StdAttentionShape {
     float score_mul = 1.f;              // scores are q·k·d^-½·score_mul (YaRN: mscale², ops/rope/rope_scaling.h)
 };
 
-// x [n, hidden] (normed layer input) for positions pos0 .. pos0+n−1 → out [n, hidden]; appends to the cache.
-void attention_layer(const AttentionWeights& w, const StdAttentionShape& s, KVCache& cache, int64_t pos0,
-                     const float* x, int64_t n, float* out);
 
-
-// The layer in three steps (as gated_attention.h: the rows of several sequences share the projections):
-// attention_in over every row (projections + biases), attention_core per sequence, o_proj over every row.
+// The layer, for x [n, hidden] (the normed layer input), in three steps so that the rows of several sequences share
+// the projections (models/decoder.cpp): attention_in over every row (projections + biases), attention_core per
+// sequence, then out = o·Woᵀ over every row.
 struct AttentionRows {
     std::vector<float> q, k, v;  // [n, H, d], [n, G, d], [n, G, d]
 };

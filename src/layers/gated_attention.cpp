@@ -66,13 +66,4 @@ void gated_attention_core(const GatedAttentionWeights& w, const AttentionShape& 
     sigmoid_mul(out, gate.data(), m * H * d);
 }
 
-void gated_attention(const GatedAttentionWeights& w, const AttentionShape& s, KVCache& cache, int64_t pos0,
-                     const float* x, int64_t n, float* out) {
-    GatedAttentionRows p;
-    gated_attention_in(w, s, x, n, p);
-    std::vector<float> o(n * s.n_heads * s.head_dim);
-    gated_attention_core(w, s, cache, pos0, p, 0, n, o.data());
-    linear(w.o_proj, o.data(), n, out);
-}
-
 }  // namespace ember

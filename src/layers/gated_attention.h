@@ -31,15 +31,10 @@ struct KVCache {
     int64_t bytes() const { return static_cast<int64_t>((k.size() + v.size()) * sizeof(float)); }
 };
 
-// x [n, hidden] (normed layer input) for positions pos0..pos0+n−1 → out [n, hidden]; appends to cache.
-// = gated_attention_in, gated_attention_core over the n rows, o_proj.
-void gated_attention(const GatedAttentionWeights& w, const AttentionShape& s, KVCache& cache, int64_t pos0,
-                     const float* x, int64_t n, float* out);
 
-
-// The layer in three steps, so that the rows of several sequences share the projections (models/decoder.cpp):
-// gated_attention_in over every row, gated_attention_core per sequence (its rows, its cache, its positions), then
-// o_proj over every row. Each step treats a row alone, so a row's result does not depend on the others.
+// The layer, for x [n, hidden] (the normed layer input), in three steps so that the rows of several sequences share
+// the projections (models/decoder.cpp): gated_attention_in over every row, gated_attention_core per sequence (its
+// rows, its cache, its positions), then out = o·Woᵀ over every row. Each step treats a row alone, so a row's result does not depend on the others.
 struct GatedAttentionRows {
     std::vector<float> qg, k, v;  // [n, H, 2d] (per head: query | gate), [n, G, d], [n, G, d]
 };

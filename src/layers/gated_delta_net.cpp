@@ -47,13 +47,4 @@ void gated_delta_net_core(const GatedDeltaNetWeights& w, const DeltaNetShape& s,
     rmsnorm_gated(o.data(), &p.z[r0 * vd], w.norm.data(), y + r0 * vd, m * hs.nv, hs.dv, s.eps);
 }
 
-void gated_delta_net(const GatedDeltaNetWeights& w, const DeltaNetShape& s, DeltaNetState& st, const float* x,
-                     int64_t n, float* out) {
-    DeltaNetRows p;
-    gated_delta_net_in(w, s, x, n, p);
-    std::vector<float> y(n * s.heads.nv * s.heads.dv);
-    gated_delta_net_core(w, s, st, p, 0, n, y.data());
-    linear(w.out_proj, y.data(), n, out);
-}
-
 }  // namespace ember

@@ -36,13 +36,10 @@ struct DeltaNetState {
     int64_t bytes() const { return static_cast<int64_t>((conv.size() + S.size()) * sizeof(float)); }
 };
 
-// x [n, hidden] (normed layer input) → out [n, hidden]; advances the state by n tokens.
-void gated_delta_net(const GatedDeltaNetWeights& w, const DeltaNetShape& s, DeltaNetState& st, const float* x,
-                     int64_t n, float* out);
 
-
-// The layer in three steps (as gated_attention.h: the rows of several sequences share the projections):
-// gated_delta_net_in over every row, gated_delta_net_core per sequence (its state), out_proj over every row.
+// The layer, for x [n, hidden] (the normed layer input), in three steps so that the rows of several sequences share
+// the projections (models/decoder.cpp): gated_delta_net_in over every row, gated_delta_net_core per sequence (its
+// state advances by its rows), then out = y·W_outᵀ over every row.
 struct DeltaNetRows {
     std::vector<float> qkv, z, b, a;  // [n, conv_dim] (before the conv), [n, nv·dv], [n, nv], [n, nv]
 };
