@@ -85,8 +85,6 @@ struct CpuBlocks {
     }
 };
 
-bool is_attention(MixerKind k) { return k != MixerKind::GATED_DELTA_NET; }
-
 int64_t kv_heads(const DecoderDef& d, MixerKind k) { return k == MixerKind::ATTENTION ? d.attn->n_kv : d.gattn->n_kv; }
 int64_t head_dim(const DecoderDef& d, MixerKind k) {
     return k == MixerKind::ATTENTION ? d.attn->head_dim : d.gattn->head_dim;

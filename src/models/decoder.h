@@ -26,6 +26,9 @@ enum class MixerKind {
     GATED_DELTA_NET,  // layers/gated_delta_net.h (Qwen3.5 linear attention): recurrent state + conv state
 };
 
+// Whether a layer of this mixer keeps a KV cache (both attention kinds) rather than a recurrent state.
+inline bool is_attention(MixerKind k) { return k != MixerKind::GATED_DELTA_NET; }
+
 // One layer: views into the architecture's weights (exactly one of attn / gattn / gdn is set, by `mixer`).
 struct DecoderLayer {
     MixerKind mixer = MixerKind::ATTENTION;

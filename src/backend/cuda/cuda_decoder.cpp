@@ -22,8 +22,6 @@ namespace ember::cuda {
 
 namespace {
 
-bool is_attention(MixerKind k) { return k != MixerKind::GATED_DELTA_NET; }
-
 struct DevLayer {
     MixerKind mixer;
     const float *mixer_norm = nullptr, *mlp_norm = nullptr;
