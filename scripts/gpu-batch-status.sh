@@ -32,9 +32,9 @@
 #            EMBER_SWIGLU_PAIRS=0 (the GEMV, then the SwiGLU kernel or the down GEMV's SwiGLU prologue), 2 rounds
 #   normpost 2B synthetic at 1, 2 and 8 streams: the RMSNorm factor applied to the sums (default) vs
 #            EMBER_NORM_POST=0 (a norm pass before staging) vs EMBER_FUSE_ROWS=8, 2 rounds
-#   fuse5t   the batched-engine tests (BatchCuda, BatchSampleCuda, EngineCuda) with EMBER_FUSE_ROWS=5: fused steps of
+#   fuse5t   the batched-engine tests (BatchCuda, BatchSampleCuda, EngineCuda) with EMBER_FUSE_ROWS=5 (the default since 12-07): fused steps of
 #            3-5 rows against the sequences decoded alone (before making 5 the default: 1-3 % faster, 12-07 H100)
-#   fuse8    2B synthetic at 4 and 8 streams: the rule (fused norms / SwiGLU up to 2 rows) vs EMBER_FUSE_ROWS=8, 2 rounds
+#   fuse8    2B synthetic at 4 and 8 streams: the rule (fused norms / SwiGLU up to 5 rows) vs EMBER_FUSE_ROWS=8, 2 rounds
 #   p27      prefill of the synthetic 27B (issue 18's pp512 target), ember bench -p 512 -n 0 -r 2
 #   gemv     gemv_bench --quick (the 2B shapes at 1-8 rows: q and mma kernels, µs and % of copy bandwidth)
 #   ncu      Nsight Compute on the q-kernel GEMV inside a 2B decode step at 8 rows and at 1 row

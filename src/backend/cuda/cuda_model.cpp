@@ -189,9 +189,9 @@ void CudaCausalLM::choose_decode_fusion(const std::vector<const Weight*>& decode
     static const bool off = env_off("EMBER_FUSE");
     fuse_decode_ = !off;
     for (const Weight* w : decode_weights) fuse_decode_ = fuse_decode_ && !w->empty() && linear_fused_native(*w, 1);
-    static const int64_t rows_max = [] {  // fused() says why 2
+    static const int64_t rows_max = [] {  // fused() says why 5
         const char* e = env_str("EMBER_FUSE_ROWS");
-        return e && e[0] >= '0' && e[0] <= '8' && e[1] == 0 ? int64_t(e[0] - '0') : int64_t(2);
+        return e && e[0] >= '0' && e[0] <= '8' && e[1] == 0 ? int64_t(e[0] - '0') : int64_t(5);
     }();
     fuse_rows_ = fuse_decode_ ? std::max<int64_t>(rows_max, 1) : 1;
     for (int64_t n = 2; n <= fuse_rows_; ++n)

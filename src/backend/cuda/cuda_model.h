@@ -217,9 +217,9 @@ protected:
     // so fusing pays for a few rows only. H100, 12-07, with the factor on the sums, aggregate tok/s fused up to 4
     // or 6 rows against the old default of 2: 2B 3 rows 2,032 / 1,978, 4: 2,504 / 2,469, 5: 2,813 / 2,753 (fused 6
     // vs 4), 6: 2,974 / 2,980; 9B 3: 688 / 674, 4: 985 / 962, 5: 1,079 / 1,044, 6: 1,175 / 1,236; 8 rows (2B):
-    // 3,942 / 3,990 unfused. Default 2 rows until the batched-engine tests (BatchCuda.*, fused steps checked
-    // against sequences decoded alone) have run at 3-5 fused rows; then 5 (EMBER_FUSE_ROWS=N: up to N ≤ 8 rows,
-    // 0 or 1: one row only).
+    // 3,942 / 3,990 unfused. Default 5 rows (the batched-engine tests BatchCuda.*, BatchSampleCuda.*, EngineCuda.*
+    // — fused steps checked against sequences decoded alone — pass at 3-5 fused rows: H100 12-07, 18/18;
+    // EMBER_FUSE_ROWS=N: up to N ≤ 8 rows, 0 or 1: one row only).
     bool fused(const CudaState& s, int64_t n) const {
         return fuse_decode_ && (n == 1 || (s.rows_mode && n <= fuse_rows_));
     }
