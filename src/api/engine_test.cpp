@@ -52,7 +52,7 @@ TEST(Engine, SequencesTogetherEqualEachAlone) {
                 Engine solo = engine(m, 1, 8);
                 const SeqRun alone = run(solo, {todo[i]}).at(0);
                 EXPECT_EQ(all[i].tokens, alone.tokens) << i;
-                EXPECT_EQ(all[i].logits, alone.logits) << i;  // the generic batch runs forward() per row: bit-equal
+                EXPECT_EQ(all[i].logits, alone.logits) << i;  // same chunks, each row alone in every op: bit-equal
                 EXPECT_EQ(int64_t(all[i].tokens.size()), todo[i].max_tokens) << i;
                 EXPECT_EQ(all[i].end, SequenceEnd::LENGTH);
             }

@@ -52,6 +52,32 @@ Status batch_check_step(const BatchState& b, const int32_t* slots, const int32_t
     return Status::ok();
 }
 
+Status batch_check_mixed(const BatchState& b, const int32_t* slots, const int64_t* lens, const int32_t* tokens,
+                         int64_t seqs, int64_t vocab, int64_t context) {
+    EMBER_REQUIRE(seqs > 0 && seqs <= b.slots(), "batch: %lld sequences in a step of a pool of %lld", (long long)seqs,
+                  (long long)b.slots());
+    std::vector<char> seen(size_t(b.slots()), 0);
+    int64_t off = 0;
+    for (int64_t i = 0; i < seqs; ++i) {
+        const int64_t s = slots[i], n = lens[i];
+        EMBER_REQUIRE(s >= 0 && s < b.slots(), "batch: sequence %lld names slot %lld outside the pool of %lld",
+                      (long long)i, (long long)s, (long long)b.slots());
+        EMBER_REQUIRE(!seen[size_t(s)], "batch: slot %lld appears twice in one step", (long long)s);
+        seen[size_t(s)] = 1;
+        EMBER_REQUIRE(n > 0, "batch: sequence %lld (slot %lld) feeds %lld tokens", (long long)i, (long long)s,
+                      (long long)n);
+        EMBER_REQUIRE(n <= context - b.pos[size_t(s)],
+                      "context full: slot %lld holds %lld tokens, %lld more exceed the context of %lld", (long long)s,
+                      (long long)b.pos[size_t(s)], (long long)n, (long long)context);
+        for (int64_t t = 0; t < n; ++t)
+            EMBER_REQUIRE(tokens[off + t] >= 0 && tokens[off + t] < vocab,
+                          "batch: token id %d (sequence %lld, token %lld) is out of range [0, %lld)", tokens[off + t],
+                          (long long)i, (long long)t, (long long)vocab);
+        off += n;
+    }
+    return Status::ok();
+}
+
 Expected<std::unique_ptr<BatchState>> CausalLM::new_batch(int64_t max_seqs) const {
     EMBER_REQUIRE(max_seqs > 0 && max_seqs <= kMaxSeqs, "batch: --max-seqs %lld (allowed 1..%lld)",
                   (long long)max_seqs, (long long)kMaxSeqs);
@@ -80,6 +106,32 @@ Status CausalLM::batch_decode(BatchState& b, const int32_t* slots, const int32_t
         EMBER_TRY(forward(*s, &tokens[r], 1, logits + r * V, false));
         b.pos[size_t(slots[r])] = s->pos;
     }
+    return Status::ok();
+}
+
+Status CausalLM::batch_step(BatchState& b, const int32_t* slots, const int64_t* lens, const int32_t* tokens,
+                            int64_t seqs, float* logits) const {
+    const int64_t V = info().vocab_size;
+    EMBER_TRY(batch_check_mixed(b, slots, lens, tokens, seqs, V, info().max_context));
+    std::vector<int32_t> one_slots, one_tokens;
+    std::vector<int64_t> one_rows;  // which sequence each one-token row is
+    int64_t off = 0;
+    for (int64_t i = 0; i < seqs; off += lens[i], ++i) {
+        if (lens[i] == 1) {
+            one_slots.push_back(slots[i]);
+            one_tokens.push_back(tokens[off]);
+            one_rows.push_back(i);
+        } else {
+            EMBER_TRY(batch_prefill(b, slots[i], tokens + off, lens[i], logits ? logits + i * V : nullptr));
+        }
+    }
+    if (one_rows.empty()) return Status::ok();
+    const int64_t R = int64_t(one_rows.size());
+    std::vector<float> out(size_t(R * V));
+    EMBER_TRY(batch_decode(b, one_slots.data(), one_tokens.data(), R, out.data()));
+    if (logits)
+        for (int64_t r = 0; r < R; ++r)
+            std::copy_n(&out[size_t(r * V)], V, logits + one_rows[size_t(r)] * V);
     return Status::ok();
 }
 

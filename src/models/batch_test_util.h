@@ -133,6 +133,110 @@ inline double check_batch_equals_alone(const CausalLM& m, int64_t K, int64_t slo
     return worst;
 }
 
+// Mixed steps (CausalLM::batch_step; generic: the base class's form, a prefill call per chunk and one batch_decode
+// of the one-token rows): K sequences of ragged prompts (7..40 tokens) join at steps k % 3; each step every live
+// sequence feeds either its next prompt chunk (1..9 tokens, random) or, once the prompt is in, its greedy token;
+// the sequences in a shuffled order. The logits after each prompt's last token and after each decode token within
+// `tol` of the sequence decoded alone (forward() of the whole prompt, then one token at a time), every greedy
+// token equal: prefill(N) in chunks beside other sequences' decode rows ≡ prefill(N) alone, and prefill(N) +
+// decode(k) ≡ the same run. Returns the worst rel_err; trace (optional): every compared logits row, in order (the
+// schedule depends on the seed only, so two forms of the step can be compared bit for bit).
+inline double check_mixed_equals_alone(const CausalLM& m, int64_t K, int64_t slots, int64_t steps, double tol,
+                                       uint64_t seed, bool generic = false, std::vector<float>* trace = nullptr) {
+    const int64_t V = m.info().vocab_size;
+    std::vector<Alone> ref;
+    for (int64_t k = 0; k < K; ++k)
+        ref.push_back(decode_alone(m, make_prompt(V, 7 + (k * 11 + 5) % 34, seed + uint64_t(k)), steps));
+    auto b = m.new_batch(slots);
+    EXPECT_TRUE(b.is_ok()) << b.message();
+    if (!b.is_ok()) return INFINITY;
+    BatchState& B = **b;
+    std::vector<int64_t> fed(static_cast<size_t>(K), 0);  // tokens fed to sequence k's slot so far
+    std::mt19937_64 g(seed * 13 + 5);
+    double worst = 0;
+    for (int64_t step = 0;; ++step) {
+        std::vector<int64_t> live;
+        for (int64_t k = 0; k < K; ++k) {
+            const int64_t P = int64_t(ref[size_t(k)].prompt.size());
+            if (step >= k % 3 && fed[size_t(k)] < P + steps - 1) live.push_back(k);
+        }
+        if (live.empty()) break;
+        std::shuffle(live.begin(), live.end(), g);
+        std::vector<int32_t> rs, toks;
+        std::vector<int64_t> lens;
+        for (int64_t k : live) {
+            const Alone& a = ref[size_t(k)];
+            const int64_t P = int64_t(a.prompt.size()), at = fed[size_t(k)];
+            rs.push_back(int32_t((k * 5 + 2) % slots));
+            if (at < P) {
+                const int64_t n = std::min<int64_t>(P - at, 1 + int64_t(g() % 9));
+                lens.push_back(n);
+                toks.insert(toks.end(), a.prompt.begin() + at, a.prompt.begin() + at + n);
+            } else {
+                lens.push_back(1);
+                toks.push_back(a.tokens[size_t(at - P)]);
+            }
+        }
+        const int64_t S = int64_t(live.size());
+        std::vector<float> out(size_t(S * V));
+        Status s = generic ? m.CausalLM::batch_step(B, rs.data(), lens.data(), toks.data(), S, out.data())
+                           : m.batch_step(B, rs.data(), lens.data(), toks.data(), S, out.data());
+        EXPECT_TRUE(s.is_ok()) << s.message();
+        if (!s.is_ok()) return INFINITY;
+        for (int64_t i = 0; i < S; ++i) {
+            const int64_t k = live[size_t(i)];
+            const Alone& a = ref[size_t(k)];
+            const int64_t P = int64_t(a.prompt.size());
+            fed[size_t(k)] += lens[size_t(i)];
+            EXPECT_EQ(B.pos[size_t(rs[size_t(i)])], fed[size_t(k)]);
+            if (fed[size_t(k)] < P) continue;  // a chunk inside the prompt: its logits are not compared
+            const int64_t j = fed[size_t(k)] - P;  // logits that chose tokens[j]
+            if (trace) trace->insert(trace->end(), out.begin() + i * V, out.begin() + (i + 1) * V);
+            const double e = rel_err(&out[size_t(i * V)], a.logits[size_t(j)]);
+            worst = std::max(worst, e);
+            EXPECT_LE(e, tol) << "sequence " << k << " token " << j << " among " << S << " sequences";
+            EXPECT_EQ(argmax(&out[size_t(i * V)], V), a.tokens[size_t(j)]) << "sequence " << k << " token " << j;
+        }
+    }
+    return worst;
+}
+
+// Bad mixed steps are refused with a clear error before anything runs: the pool is as it was.
+inline void check_mixed_errors(const CausalLM& m) {
+    const int64_t V = m.info().vocab_size, ctx = m.info().max_context;
+    auto b = m.new_batch(3);
+    ASSERT_TRUE(b.is_ok()) << b.message();
+    BatchState& B = **b;
+    const std::vector<int32_t> p = make_prompt(V, 6, 21);
+    ASSERT_TRUE(m.batch_prefill(B, 1, p.data(), 3, nullptr).is_ok());
+    std::vector<float> out(static_cast<size_t>(3 * V));
+    auto step = [&](std::vector<int32_t> slots, std::vector<int64_t> lens, std::vector<int32_t> toks) {
+        return m.batch_step(B, slots.data(), lens.data(), toks.data(), int64_t(slots.size()), out.data());
+    };
+    const int32_t t = p[3];
+    for (auto [what, st] : std::vector<std::pair<const char*, Status>>{
+             {"slot twice", step({1, 1}, {1, 2}, {t, t, t})},
+             {"slot outside the pool", step({0, 3}, {2, 1}, {t, t, t})},
+             {"negative slot", step({-1}, {1}, {t})},
+             {"no tokens for a sequence", step({0, 1}, {0, 1}, {t})},
+             {"token id out of range", step({0, 1}, {2, 1}, {t, int32_t(V), t})},
+             {"negative token id", step({1, 0}, {1, 2}, {t, t, -1})},
+             {"beyond the context", step({0, 1}, {1, ctx - 2}, std::vector<int32_t>(size_t(ctx - 1), t))},
+             {"no sequences", step({}, {}, {})}}) {
+        EXPECT_FALSE(st.is_ok()) << what;
+        EXPECT_FALSE(st.message().empty()) << what;
+    }
+    EXPECT_EQ(B.pos[0], 0);
+    EXPECT_EQ(B.pos[1], 3);
+    EXPECT_EQ(B.pos[2], 0);
+    // The pool is untouched: slot 1 continues as the prompt fed whole would.
+    const Alone a = decode_alone(m, p, 1);
+    ASSERT_TRUE(step({2, 1}, {2, 3}, {p[0], p[1], p[3], p[4], p[5]}).is_ok());
+    EXPECT_EQ(argmax(&out[size_t(V)], V), a.tokens[0]);
+    EXPECT_EQ(B.pos[1], 6);
+    EXPECT_EQ(B.pos[2], 2);
+}
+
 // Bad steps are refused with a clear error and leave the pool as it was: the next valid step still matches
 // the sequence decoded alone. Then a slot is reset and reused for another prompt.
 inline void check_errors_and_reuse(const CausalLM& m, double tol) {

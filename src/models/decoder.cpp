@@ -78,6 +78,7 @@ struct CpuBlocks {
     }
     void head() {
         const int64_t rows = int64_t(head_rows.size());
+        if (rows == 0) return;
         for (int64_t i = 0; i < rows; ++i)
             std::copy_n(&x[head_rows[i] * d.hidden], d.hidden, &y[i * d.hidden]);
         rmsnorm(y.data(), d.final_norm->data(), xn.data(), rows, d.hidden, d.eps);
@@ -121,24 +122,56 @@ std::unique_ptr<ModelState> Decoder::new_state() const {
     return st;
 }
 
-Status Decoder::batch_decode(BatchState& b, const int32_t* slots, const int32_t* tokens, int64_t rows,
-                            float* logits) const {
-    static const bool per_row = env_is("EMBER_CPU_BATCH", "rows");  // A/B: the generic form, forward() per row
-    if (per_row) return CausalLM::batch_decode(b, slots, tokens, rows, logits);
-    EMBER_TRY(batch_check_step(b, slots, tokens, rows, def_.vocab, def_.context));
+// A/B switches of the CPU batched step: EMBER_CPU_BATCH=rows runs the generic forms (forward() per row, a prefill
+// call per prompt chunk); EMBER_MIXED_STEP=0 keeps one pass per decode step but runs prompt chunks apart.
+namespace {
+bool per_row_batch() {
+    static const bool rows = env_is("EMBER_CPU_BATCH", "rows");
+    return rows;
+}
+}  // namespace
+
+Status Decoder::run_segments(BatchState& b, const int32_t* slots, const int64_t* lens, const int32_t* tokens,
+                             int64_t seqs, float* logits) const {
     std::vector<Segment> segs;
     std::vector<int64_t> head_rows;
-    for (int64_t r = 0; r < rows; ++r) {
-        EMBER_ASSIGN(ModelState * s, generic_batch_state(*this, b, slots[r]));
+    int64_t rows = 0;
+    for (int64_t i = 0; i < seqs; ++i) {
+        EMBER_ASSIGN(ModelState * s, generic_batch_state(*this, b, slots[i]));
         auto* st = dynamic_cast<DecoderState*>(s);
         EMBER_REQUIRE(st != nullptr, "batch: a slot's state does not belong to this model");
-        segs.push_back({st, st->pos, r, 1});
-        head_rows.push_back(r);
+        segs.push_back({st, st->pos, rows, lens[i]});
+        rows += lens[i];
+        if (logits) head_rows.push_back(rows - 1);
     }
     CpuBlocks blocks(def_, segs, tokens, rows, head_rows, logits);
     decoder_forward(def_, blocks);
-    for (int64_t r = 0; r < rows; ++r) b.pos[size_t(slots[r])] = ++segs[size_t(r)].st->pos;
+    for (int64_t i = 0; i < seqs; ++i) {
+        Segment& g = segs[size_t(i)];
+        g.st->pos += g.m;
+        b.pos[size_t(slots[i])] = g.st->pos;
+    }
     return Status::ok();
+}
+
+Status Decoder::batch_decode(BatchState& b, const int32_t* slots, const int32_t* tokens, int64_t rows,
+                            float* logits) const {
+    if (per_row_batch()) return CausalLM::batch_decode(b, slots, tokens, rows, logits);
+    EMBER_TRY(batch_check_step(b, slots, tokens, rows, def_.vocab, def_.context));
+    const std::vector<int64_t> ones(size_t(rows), 1);
+    return run_segments(b, slots, ones.data(), tokens, rows, logits);
+}
+
+Status Decoder::batch_step(BatchState& b, const int32_t* slots, const int64_t* lens, const int32_t* tokens,
+                           int64_t seqs, float* logits) const {
+    if (per_row_batch()) return CausalLM::batch_step(b, slots, lens, tokens, seqs, logits);
+    EMBER_TRY(batch_check_mixed(b, slots, lens, tokens, seqs, def_.vocab, def_.context));
+    return run_segments(b, slots, lens, tokens, seqs, logits);
+}
+
+bool Decoder::batch_mixed() const {
+    static const bool off = env_off("EMBER_MIXED_STEP");
+    return !per_row_batch() && !off;
 }
 
 Status Decoder::forward(ModelState& state, const int32_t* tokens, int64_t n, float* logits, bool all_logits) const {

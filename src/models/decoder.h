@@ -98,8 +98,16 @@ public:
     // row counts (the AVX-512 one-row kernel, 2-4-row tiles).
     Status batch_decode(BatchState& b, const int32_t* slots, const int32_t* tokens, int64_t rows,
                         float* logits) const override;
+    // The mixed step the same way: every sequence's rows (a prompt chunk, or one decode token) in one pass.
+    Status batch_step(BatchState& b, const int32_t* slots, const int64_t* lens, const int32_t* tokens, int64_t seqs,
+                      float* logits) const override;
+    bool batch_mixed() const override;
 
 protected:
+    // The rows of lens[i] tokens of each sequence i through one decoder_forward (arguments already checked);
+    // logits: [seqs, vocab] of each sequence's last row, or null.
+    Status run_segments(BatchState& b, const int32_t* slots, const int64_t* lens, const int32_t* tokens,
+                        int64_t seqs, float* logits) const;
     // Checks the description (every layer's mixer weights and the shape it needs are there) and keeps it.
     void set_def(DecoderDef d);
     DecoderDef def_;

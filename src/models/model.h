@@ -111,6 +111,19 @@ public:
     // not depend on the other rows (up to the order of fp32 sums where the row count changes the kernels).
     virtual Status batch_decode(BatchState& b, const int32_t* slots, const int32_t* tokens, int64_t rows,
                                 float* logits) const;
+    // A mixed step (prompt chunks beside decode rows): sequence i < seqs feeds lens[i] ≥ 1 tokens to slot slots[i]
+    // (distinct slots) at positions pos[slot] .. pos[slot] + lens[i] − 1; `tokens` holds them sequence after
+    // sequence (Σ lens ids). logits (when not null): [seqs, vocab], row i = the logits after sequence i's last
+    // token. A sequence's result does not depend on the others (as batch_decode's rows). Generic form: the
+    // one-token sequences through one batch_decode, each other one through batch_prefill; the CPU decoder
+    // (models/decoder.cpp) runs every row through one forward pass, each weight read once for all of them.
+    // The arguments are checked before anything runs (batch_check_mixed); after a model error the slots' states
+    // are undefined (reset them).
+    virtual Status batch_step(BatchState& b, const int32_t* slots, const int64_t* lens, const int32_t* tokens,
+                              int64_t seqs, float* logits) const;
+    // Whether batch_step is one pass over the weights, so that the engine runs a round's prompt chunks and decode
+    // rows as one call (false: the generic form, which gains nothing over separate calls).
+    virtual bool batch_mixed() const { return false; }
     // The same step with greedy selection: ids[r] = argmax of row r's logits (CUDA: on the device, one graph
     // launch and one host wait per step; only the ids cross).
     virtual Status batch_decode_greedy(BatchState& b, const int32_t* slots, const int32_t* tokens, int64_t rows,
@@ -196,6 +209,10 @@ public:
 // once, token ids in [0, vocab), room for one more token in each slot's context.
 Status batch_check_step(const BatchState& b, const int32_t* slots, const int32_t* tokens, int64_t rows,
                         int64_t vocab, int64_t context);
+// The checks of a mixed step (batch_step): 1 ≤ seqs ≤ slots, each slot in range and named once, 1 ≤ lens[i],
+// room for lens[i] more tokens in the slot's context, token ids in [0, vocab).
+Status batch_check_mixed(const BatchState& b, const int32_t* slots, const int64_t* lens, const int32_t* tokens,
+                         int64_t seqs, int64_t vocab, int64_t context);
 
 // The state of a slot of the generic batched form (models/batch.cpp: one ModelState of the model's own per slot,
 // created on first use); an error for another model's pool or a slot outside it.

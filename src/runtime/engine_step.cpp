@@ -2,7 +2,9 @@
 // prompt (the last chunk selects its first token on the host), then one batched decode step of all the others
 // (selection per row on the device when the model has a batch sampler and the row needs no host logits — a
 // constrained row's token mask is filled while the GPU runs the forward and applied there —, else on the host
-// with the row's own Sampler and constraint); prefix-cache lookups and checkpoints; the ends.
+// with the row's own Sampler and constraint); prefix-cache lookups and checkpoints; the ends. A model whose mixed
+// step is one pass (CausalLM::batch_mixed: the CPU decoders) runs the round's prompt chunks and decode rows in
+// one call (batch_step), every row selecting on the host; the rest of the round is the same.
 //
 // KV pool scheduling (a model whose slots share their KV memory: CausalLM::batch_kv_free ≥ 0). Decode rows come
 // first: while the pool cannot give every decoding sequence the blocks of its next token, the sequence admitted
@@ -73,7 +75,8 @@ struct Round {
     // whether a prompt chunk has waited this step (the ones after it wait too).
     int64_t reserve = -1;
     bool waiting = false;
-    int64_t room() const { return m.model.batch_kv_free(*m.batch) - reserve; }
+    int64_t planned = 0;  // blocks of prompt chunks started and not run yet (a mixed step runs them together)
+    int64_t room() const { return m.model.batch_kv_free(*m.batch) - reserve - planned; }
     int64_t longest_fit(const EngineSeq& s, int64_t end_at, int64_t blocks) const;
     void make_room();
     EngineSeq* last_holder(const EngineSeq* except) const;
@@ -82,8 +85,21 @@ struct Round {
     void count_prompt(const EngineSeq& s, int64_t at, int64_t n, bool cached);
 
     void checkpoint(EngineSeq& s);
+    // A prompt chunk to run: tokens [at, at + n) of s (n = 0: none, the sequence ended); final: the prompt's last,
+    // want: its logits select the first token.
+    struct Chunk {
+        EngineSeq* s = nullptr;
+        int64_t at = 0, n = 0;
+        bool final = false, want = false;
+    };
+    bool start_chunk(EngineSeq& s, Chunk& c);
+    void finish_chunk(const Chunk& c, const Status& st, const float* logits);
     bool prefill_chunk(EngineSeq& s);
+    std::vector<EngineSeq*> decode_rows(const std::vector<EngineSeq*>& in);
+    void finish_rows(const std::vector<EngineSeq*>& rows, const Status& st, const int32_t* ids, const float* logits,
+                     const std::vector<char>& no_token);
     void decode_step(const std::vector<EngineSeq*>& rows);
+    void mixed_step(const std::vector<Chunk>& chunks, const std::vector<EngineSeq*>& rows);
     void select(EngineSeq& s, const float* logits);
     void emit(EngineSeq& s, const float* logits, int32_t id);
 };
@@ -168,8 +184,10 @@ void Round::unstick(EngineSeq& first) {
                (long long)m.model.batch_kv_free(*m.batch)));
 }
 
-// One prompt chunk of `s` (or of its recompute after a preemption); false: it waits for KV blocks (nothing done).
-bool Round::prefill_chunk(EngineSeq& s) {
+// Starts the next prompt chunk of `s` (or of its recompute after a preemption): the prefix cache on its first,
+// the KV blocks it needs counted as planned; false: it waits for KV blocks (nothing done).
+bool Round::start_chunk(EngineSeq& s, Chunk& c) {
+    c = Chunk{&s};
     const bool sched = reserve >= 0;
     if (sched && waiting) {
         m.stats.kv_waits++;
@@ -187,54 +205,79 @@ bool Round::prefill_chunk(EngineSeq& s) {
         count_prompt(s, 0, got.value(), true);
     }
     s.fresh = false;
-    const int64_t V = m.model.info().vocab_size, at = pos(s);
+    const int64_t at = pos(s);
     const int64_t n = std::min(m.opt.prefill_chunk, end_at - at);
-    if (sched && m.model.batch_kv_need(*m.batch, s.slot, at + n) > room()) {
-        waiting = true;
-        m.stats.kv_waits++;
-        return false;
+    if (sched) {
+        const int64_t need = m.model.batch_kv_need(*m.batch, s.slot, at + n);
+        if (need > room()) {
+            waiting = true;
+            m.stats.kv_waits++;
+            return false;
+        }
+        planned += need;
     }
-    const bool final = at + n == end_at, want = final && !s.recompute;
-    m.logits.resize(size_t(V));
-    const Status st = timed(
-        [&] { return m.model.batch_prefill(*m.batch, s.slot, s.tokens.data() + at, n, want ? m.logits.data() : nullptr); });
-    if (!st.is_ok()) {
-        end(s, SequenceEnd::FAILED, st.message());
-        return true;
-    }
-    count_prompt(s, at, n, false);
+    c.at = at;
+    c.n = n;
+    c.final = at + n == end_at;
+    c.want = c.final && !s.recompute;
+    return true;
+}
+
+// What follows a chunk's model call (st: its status; logits: its last row's, when asked for): the counts, the
+// checkpoint, and after the prompt's last chunk the first token.
+void Round::finish_chunk(const Chunk& c, const Status& st, const float* logits) {
+    EngineSeq& s = *c.s;
+    const int64_t V = m.model.info().vocab_size;
+    if (!st.is_ok()) return end(s, SequenceEnd::FAILED, st.message());
+    count_prompt(s, c.at, c.n, false);
     checkpoint(s);
-    if (!final || s.phase == Phase::ENDED) return true;
+    if (!c.final || s.phase == Phase::ENDED) return;
     if (s.recompute) {  // back where it was preempted: the pending token is the next decode row
         s.recompute = false;
         s.phase = Phase::DECODE;
-        return true;
+        return;
     }
-    if (!finite_row(m.logits.data(), V)) {
-        end(s, SequenceEnd::FAILED, "the model produced non-finite logits (broken weights?)");
-        return true;
-    }
+    if (!finite_row(logits, V)) return end(s, SequenceEnd::FAILED, "the model produced non-finite logits (broken weights?)");
     if (s.p.max_tokens == 0) {  // only the prompt: its last logits when asked, and the end
         s.phase = Phase::ENDED;
         s.end = SequenceEnd::LENGTH;
         StepEvent e = event(s);
         e.end = s.end;
-        if (s.p.logits) e.logits = m.logits;
+        if (s.p.logits) e.logits.assign(logits, logits + V);
         sink(e);
-        return true;
+        return;
     }
-    select(s, m.logits.data());
+    select(s, logits);
+}
+
+// One prompt chunk of `s` in a call of its own; false: it waits for KV blocks (nothing done).
+bool Round::prefill_chunk(EngineSeq& s) {
+    Chunk c;
+    if (!start_chunk(s, c)) return false;
+    if (c.n == 0) return true;
+    m.logits.resize(size_t(m.model.info().vocab_size));
+    const Status st = timed([&] {
+        return m.model.batch_prefill(*m.batch, s.slot, s.tokens.data() + c.at, c.n, c.want ? m.logits.data() : nullptr);
+    });
+    planned = 0;  // its blocks are taken now (or, after an error, were not)
+    finish_chunk(c, st, m.logits.data());
     return true;
 }
 
-void Round::decode_step(const std::vector<EngineSeq*>& rows_in) {
-    const ModelInfo& info = m.model.info();
-    const int64_t V = info.vocab_size;
+// The decode rows that run: a full context ends that sequence (as a length limit), not the step.
+std::vector<EngineSeq*> Round::decode_rows(const std::vector<EngineSeq*>& in) {
+    const int64_t ctx = m.model.info().max_context;
     std::vector<EngineSeq*> rows;
-    for (EngineSeq* s : rows_in) {  // a full context ends that sequence (as a length limit), not the step
-        if (info.max_context > 0 && pos(*s) + 1 > info.max_context) end(*s, SequenceEnd::LENGTH);
+    for (EngineSeq* s : in) {
+        if (ctx > 0 && pos(*s) + 1 > ctx) end(*s, SequenceEnd::LENGTH);
         else rows.push_back(s);
     }
+    return rows;
+}
+
+void Round::decode_step(const std::vector<EngineSeq*>& rows_in) {
+    const int64_t V = m.model.info().vocab_size;
+    const std::vector<EngineSeq*> rows = decode_rows(rows_in);
     if (rows.empty()) return;
     const int64_t R = int64_t(rows.size());
     std::vector<int32_t> slots(static_cast<size_t>(R)), tokens(static_cast<size_t>(R)), ids(static_cast<size_t>(R), -1);
@@ -282,6 +325,14 @@ void Round::decode_step(const std::vector<EngineSeq*>& rows_in) {
     } else {  // every row is a host row
         st = timed([&] { return m.model.batch_decode(*m.batch, slots.data(), tokens.data(), R, m.logits.data()); });
     }
+    finish_rows(rows, st, ids.data(), m.logits.data(), no_token);
+}
+
+// After a decode step (st: its status; ids: the device rows' selections; logits: [rows, vocab] of the host rows;
+// no_token[r]: row r's constraint allowed nothing, empty: none): checkpoints, then each row's token.
+void Round::finish_rows(const std::vector<EngineSeq*>& rows, const Status& st, const int32_t* ids,
+                        const float* logits, const std::vector<char>& no_token) {
+    const int64_t V = m.model.info().vocab_size, R = int64_t(rows.size());
     if (!st.is_ok()) {
         for (EngineSeq* s : rows) end(*s, SequenceEnd::FAILED, st.message());
         return;
@@ -292,17 +343,42 @@ void Round::decode_step(const std::vector<EngineSeq*>& rows_in) {
         if (m.cache && pos(s) % m.opt.prefill_chunk == 0) checkpoint(s);
         if (s.phase == Phase::ENDED) continue;
         if (s.device) {
-            if (no_token[size_t(r)]) end(s, SequenceEnd::FAILED, no_token_message(*s.p.constraint));
+            if (!no_token.empty() && no_token[size_t(r)]) end(s, SequenceEnd::FAILED, no_token_message(*s.p.constraint));
             else emit(s, nullptr, ids[size_t(r)]);
             continue;
         }
-        const float* row = m.logits.data() + r * V;
+        const float* row = logits + r * V;
         if (!finite_row(row, V)) {
             end(s, SequenceEnd::FAILED, "the model produced non-finite logits (broken weights?)");
             continue;
         }
         select(s, row);
     }
+}
+
+// Prompt chunks and decode rows in one model call (CausalLM::batch_mixed; every row selects on the host).
+void Round::mixed_step(const std::vector<Chunk>& chunks, const std::vector<EngineSeq*>& rows_in) {
+    const std::vector<EngineSeq*> rows = decode_rows(rows_in);
+    const int64_t V = m.model.info().vocab_size, C = int64_t(chunks.size()), S = C + int64_t(rows.size());
+    if (S == 0) return;
+    std::vector<int32_t> slots, tokens;
+    std::vector<int64_t> lens;
+    for (const Chunk& c : chunks) {
+        slots.push_back(c.s->slot);
+        lens.push_back(c.n);
+        tokens.insert(tokens.end(), c.s->tokens.begin() + c.at, c.s->tokens.begin() + c.at + c.n);
+    }
+    for (EngineSeq* s : rows) {
+        slots.push_back(s->slot);
+        lens.push_back(1);
+        tokens.push_back(s->tokens.back());  // the pending token
+    }
+    m.logits.resize(size_t(S * V));
+    const Status st = timed(
+        [&] { return m.model.batch_step(*m.batch, slots.data(), lens.data(), tokens.data(), S, m.logits.data()); });
+    planned = 0;
+    for (int64_t i = 0; i < C; ++i) finish_chunk(chunks[size_t(i)], st, m.logits.data() + i * V);
+    finish_rows(rows, st, nullptr, m.logits.data() + C * V, {});
 }
 
 // A host selection (masked by the constraint).
@@ -357,20 +433,27 @@ void Engine::step(const Sink& on_event) {
     const Sink ignore = [](const StepEvent&) {};
     Round round{m, on_event ? on_event : ignore};
     round.make_room();
+    // Mixed: the prompt chunks and the decode rows in one call (a model that runs them as one pass and selects on
+    // the host: the CPU decoders); else each chunk in a call of its own, then the decode rows.
+    const bool mixed = m.model.batch_mixed() && !m.model.has_batch_sampler();
     std::vector<EngineSeq*> decoding;
+    std::vector<Round::Chunk> chunks;
     EngineSeq* first_waiting = nullptr;
     bool ran = false;
     for (auto& s : m.seqs) {
         if (s->phase == Phase::PREFILL) {
-            const bool went = round.prefill_chunk(*s);
+            Round::Chunk c;
+            const bool went = mixed ? round.start_chunk(*s, c) : round.prefill_chunk(*s);
+            if (mixed && went && c.n > 0) chunks.push_back(c);
             ran = ran || went;
             if (!went && !first_waiting) first_waiting = s.get();
         } else if (s->phase == Phase::DECODE) {
             decoding.push_back(s.get());
         }
     }
-    if (!decoding.empty()) round.decode_step(decoding);
-    else if (first_waiting && !ran) round.unstick(*first_waiting);
+    if (mixed) round.mixed_step(chunks, decoding);
+    else if (!decoding.empty()) round.decode_step(decoding);
+    if (decoding.empty() && first_waiting && !ran) round.unstick(*first_waiting);
     // Ended sequences give their slot back, unless kept (a failed one never is: its state may be partial).
     for (size_t i = 0; i < m.seqs.size();) {
         EngineSeq& s = *m.seqs[i];
