@@ -6,8 +6,10 @@
 // prompt — the last chunk selects the first token — then ONE batched decode step of all the others (on CUDA one
 // graph launch, each row selecting its token on the device with its own parameters, seed, penalties and token mask
 // — a constraint's mask is filled on the CPU while the GPU runs the step's forward —, unless it asked for logits or
-// logprobs: then on the host from its logits). A sequence's tokens do not depend
-// on what else is in the batch. A sequence ends at a stop id (EOS), when its constraint is done (COMPLETE), after
+// logprobs: then on the host from its logits). When the model runs prompt chunks beside decode rows in one pass
+// (CUDA; the CPU decoders when EMBER_MIXED_STEP=1), a round with both is one model call, as long as every decode
+// row selects greedily without penalties or constraint (CUDA) — each weight is then read once per round. A
+// sequence's tokens do not depend on what else is in the batch. A sequence ends at a stop id (EOS), when its constraint is done (COMPLETE), after
 // max_tokens or when the context is full (LENGTH); its slot is then free for the next add(), unless it asked to be
 // kept (for save(), extend(), or reading it: then cancel() frees it).
 // When the slots share a pool of KV memory (CUDA) that cannot hold every sequence at once, decoding sequences go

@@ -34,7 +34,19 @@ Model load(const std::string& rel) {
 // A CPU model whose batch slots share `blocks` KV blocks of `block` tokens (the generic batch underneath).
 class PooledModel : public CausalLM {
 public:
-    PooledModel(const CausalLM& inner, int64_t block, int64_t blocks) : in_(inner), block_(block), blocks_(blocks) {}
+    // mixed: rounds as one batch_step call of the inner model (which must take the blocks of every chunk and row
+    // at once: the engine plans them together).
+    PooledModel(const CausalLM& inner, int64_t block, int64_t blocks, bool mixed = false)
+        : in_(inner), block_(block), blocks_(blocks), mixed_(mixed) {}
+    bool batch_mixed() const override { return mixed_; }
+    Status batch_step(BatchState& b, const int32_t* slots, const int64_t* lens, const int32_t* t, int64_t seqs,
+                      float* logits, int32_t* ids, const uint8_t* want) const override {
+        int64_t need = 0;
+        for (int64_t i = 0; i < seqs; ++i) need += batch_kv_need(b, slots[i], b.pos[size_t(slots[i])] + lens[i]);
+        if (need > batch_kv_free(b)) return errorf("the KV cache pool is full (test pool: %lld blocks)", (long long)blocks_);
+        for (int64_t i = 0; i < seqs; ++i) EMBER_TRY(take(b, &slots[i], 1, lens[i]));
+        return in_.batch_step(b, slots, lens, t, seqs, logits, ids, want);
+    }
     const ModelInfo& info() const override { return in_.info(); }
     std::unique_ptr<ModelState> new_state() const override { return in_.new_state(); }
     Status forward(ModelState& s, const int32_t* t, int64_t n, float* logits, bool all) const override {
@@ -87,6 +99,7 @@ private:
     }
     const CausalLM& in_;
     const int64_t block_, blocks_;
+    const bool mixed_;
     mutable std::vector<int64_t> held_;
     mutable int64_t peak_ = 0;
 };
@@ -103,10 +116,13 @@ float max_rel(const std::vector<float>& a, const std::vector<float>& b) {
 // Six sequences of 30–44 prompt tokens and 24 generated ones (greedy and seeded sampling) through 4 slots that share
 // 12 blocks of 16 tokens (one sequence needs up to 5): decode rows preempt the sequences admitted last, prompt chunks
 // wait, stuck prefills give way; every sequence's tokens equal its run alone in an engine without a pool, its
-// logits within the prefill-vs-decode rounding of the recompute.
+// logits within the prefill-vs-decode rounding of the recompute. Also with every round as one mixed call (the
+// engine plans the blocks of all its chunks and rows together).
 TEST(EnginePool, PreemptedAndWaitingSequencesEqualTheirRunsAlone) {
-    for (const char* f : kModels) {
+    for (const char* f : kModels)
+    for (bool mixed : {false, true}) {
         SCOPED_TRACE(f);
+        SCOPED_TRACE(mixed ? "mixed rounds" : "rounds apart");
         Model m = load(f);
         const CausalLM& lm = *m.impl()->lm;
         const int64_t V = m.vocab_size();
@@ -114,7 +130,7 @@ TEST(EnginePool, PreemptedAndWaitingSequencesEqualTheirRunsAlone) {
             SCOPED_TRACE(temp);
             std::vector<SequenceParams> todo;
             for (int i = 0; i < 6; ++i) todo.push_back(params(prompt(30 + 3 * i, V, i), 24, temp, 200 + uint64_t(i)));
-            PooledModel pooled(lm, 16, 12);
+            PooledModel pooled(lm, 16, 12, mixed);
             auto e = make_engine(pooled, EngineOptions{4, 8, 0});
             ASSERT_TRUE(e.is_ok()) << e.message();
             const std::vector<SeqRun> all = run(*e, todo);
@@ -142,31 +158,34 @@ TEST(EnginePool, PreemptedAndWaitingSequencesEqualTheirRunsAlone) {
 
 // Three 60-token prompts prefilled 16 tokens a step fill 8 blocks of 16 between them before any of them decodes:
 // with no decode row and every chunk waiting, the sequence admitted last gives its blocks up (else the engine would
-// wait forever); the results equal each run alone.
+// wait forever); the results equal each run alone. Also as mixed rounds, whose chunks take their blocks together.
 TEST(EnginePool, PromptsThatFillThePoolTogetherGiveWay) {
-    Model m = load(kModels[0]);
-    const CausalLM& lm = *m.impl()->lm;
-    const int64_t V = m.vocab_size();
-    std::vector<SequenceParams> todo;
-    for (int i = 0; i < 3; ++i) todo.push_back(params(prompt(60, V, 10 + i), 4));
-    PooledModel pooled(lm, 16, 8);
-    auto e = make_engine(pooled, EngineOptions{3, 16, 0});
-    ASSERT_TRUE(e.is_ok()) << e.message();
-    for (const auto& p : todo) ASSERT_TRUE(e->add(p).is_ok());
-    int64_t steps = 0, preempted_before_decode = -1;
-    std::vector<SeqRun> all(3);
-    while (e->running() > 0 && steps < 200) {
-        const std::vector<StepEvent> ev = e->step();
-        ++steps;
-        if (preempted_before_decode < 0 && !ev.empty()) preempted_before_decode = e->stats().preemptions;
-        for (const StepEvent& x : ev) record(all[size_t(x.id - 1)], x);
-    }
-    EXPECT_LT(steps, 200);
-    EXPECT_GT(preempted_before_decode, 0);  // the first token of any sequence came after a preemption
-    for (size_t i = 0; i < todo.size(); ++i) {
-        auto solo = make_engine(lm, EngineOptions{1, 16, 0});
-        ASSERT_TRUE(solo.is_ok());
-        EXPECT_EQ(all[i].tokens, run(*solo, {todo[i]}).at(0).tokens) << i;
+    for (bool mixed : {false, true}) {
+        SCOPED_TRACE(mixed ? "mixed rounds" : "rounds apart");
+        Model m = load(kModels[0]);
+        const CausalLM& lm = *m.impl()->lm;
+        const int64_t V = m.vocab_size();
+        std::vector<SequenceParams> todo;
+        for (int i = 0; i < 3; ++i) todo.push_back(params(prompt(60, V, 10 + i), 4));
+        PooledModel pooled(lm, 16, 8, mixed);
+        auto e = make_engine(pooled, EngineOptions{3, 16, 0});
+        ASSERT_TRUE(e.is_ok()) << e.message();
+        for (const auto& p : todo) ASSERT_TRUE(e->add(p).is_ok());
+        int64_t steps = 0, preempted_before_decode = -1;
+        std::vector<SeqRun> all(3);
+        while (e->running() > 0 && steps < 200) {
+            const std::vector<StepEvent> ev = e->step();
+            ++steps;
+            if (preempted_before_decode < 0 && !ev.empty()) preempted_before_decode = e->stats().preemptions;
+            for (const StepEvent& x : ev) record(all[size_t(x.id - 1)], x);
+        }
+        EXPECT_LT(steps, 200);
+        EXPECT_GT(preempted_before_decode, 0);  // the first token of any sequence came after a preemption
+        for (size_t i = 0; i < todo.size(); ++i) {
+            auto solo = make_engine(lm, EngineOptions{1, 16, 0});
+            ASSERT_TRUE(solo.is_ok());
+            EXPECT_EQ(all[i].tokens, run(*solo, {todo[i]}).at(0).tokens) << i;
+        }
     }
 }
 

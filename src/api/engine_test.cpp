@@ -13,6 +13,7 @@
 #include "api/model_impl.h"
 #include "core/temp_dir.h"
 #include "ember/ember.h"
+#include "models/decoder.h"
 #include "runtime/engine_test_util.h"
 #include "runtime/session.h"
 
@@ -56,6 +57,35 @@ TEST(Engine, SequencesTogetherEqualEachAlone) {
                 EXPECT_EQ(int64_t(all[i].tokens.size()), todo[i].max_tokens) << i;
                 EXPECT_EQ(all[i].end, SequenceEnd::LENGTH);
             }
+        }
+    }
+}
+
+// Rounds as one mixed call (prompt chunks beside decode rows, Decoder::set_mixed_steps; off by default on the CPU)
+// give every sequence the tokens and logits of the rounds run apart, bit for bit (same chunks, each row alone in
+// every op), in fewer model calls.
+TEST(Engine, MixedRoundsEqualRoundsApart) {
+    for (const char* f : kModels) {
+        SCOPED_TRACE(f);
+        Model m = load(f);
+        auto* d = dynamic_cast<Decoder*>(m.impl()->lm.get());
+        ASSERT_NE(d, nullptr);
+        for (float temp : {0.f, 0.9f}) {
+            SCOPED_TRACE(temp);
+            const auto todo = mixed(m.vocab_size(), temp);
+            d->set_mixed_steps(false);
+            Engine apart = engine(m, 3, 8);
+            const std::vector<SeqRun> a = run(apart, todo);
+            d->set_mixed_steps(true);
+            Engine one = engine(m, 3, 8);
+            const std::vector<SeqRun> b = run(one, todo);
+            d->set_mixed_steps(false);
+            ASSERT_EQ(a.size(), b.size());
+            for (size_t i = 0; i < a.size(); ++i) {
+                EXPECT_EQ(a[i].tokens, b[i].tokens) << i;
+                EXPECT_EQ(a[i].logits, b[i].logits) << i;
+            }
+            EXPECT_LT(one.stats().model_calls, apart.stats().model_calls);
         }
     }
 }

@@ -110,7 +110,7 @@ Status CausalLM::batch_decode(BatchState& b, const int32_t* slots, const int32_t
 }
 
 Status CausalLM::batch_step(BatchState& b, const int32_t* slots, const int64_t* lens, const int32_t* tokens,
-                            int64_t seqs, float* logits) const {
+                            int64_t seqs, float* logits, int32_t* ids, const uint8_t* want) const {
     const int64_t V = info().vocab_size;
     EMBER_TRY(batch_check_mixed(b, slots, lens, tokens, seqs, V, info().max_context));
     std::vector<int32_t> one_slots, one_tokens;
@@ -122,16 +122,22 @@ Status CausalLM::batch_step(BatchState& b, const int32_t* slots, const int64_t* 
             one_tokens.push_back(tokens[off]);
             one_rows.push_back(i);
         } else {
-            EMBER_TRY(batch_prefill(b, slots[i], tokens + off, lens[i], logits ? logits + i * V : nullptr));
+            const bool keep = logits && (!want || want[i]);
+            std::vector<float> row(keep || !ids ? 0 : size_t(V));
+            float* l = keep ? logits + i * V : ids ? row.data() : nullptr;
+            EMBER_TRY(batch_prefill(b, slots[i], tokens + off, lens[i], l));
+            if (ids) ids[i] = argmax(l, V);
         }
     }
     if (one_rows.empty()) return Status::ok();
     const int64_t R = int64_t(one_rows.size());
     std::vector<float> out(size_t(R * V));
     EMBER_TRY(batch_decode(b, one_slots.data(), one_tokens.data(), R, out.data()));
-    if (logits)
-        for (int64_t r = 0; r < R; ++r)
-            std::copy_n(&out[size_t(r * V)], V, logits + one_rows[size_t(r)] * V);
+    for (int64_t r = 0; r < R; ++r) {
+        const int64_t i = one_rows[size_t(r)];
+        if (logits && (!want || want[i])) std::copy_n(&out[size_t(r * V)], V, logits + i * V);
+        if (ids) ids[i] = argmax(&out[size_t(r * V)], V);
+    }
     return Status::ok();
 }
 

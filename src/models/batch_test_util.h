@@ -201,6 +201,35 @@ inline double check_mixed_equals_alone(const CausalLM& m, int64_t K, int64_t slo
     return worst;
 }
 
+// batch_step's ids and want: on two pools fed alike, a step with ids and want = {0, 1, 0} (logits poisoned with NaN)
+// writes only row 1's logits, equal to the twin step's that returns every row, and ids equal the argmax of the
+// twin's rows (a decode row beside two prompt chunks).
+inline void check_mixed_ids_want(const CausalLM& m) {
+    const int64_t V = m.info().vocab_size;
+    auto b1 = m.new_batch(3), b2 = m.new_batch(3);
+    ASSERT_TRUE(b1.is_ok() && b2.is_ok());
+    const std::vector<int32_t> p = make_prompt(V, 16, 31);  // 5 prefilled, then 1 + 7 + 3 in the step
+    for (BatchState* B : {b1->get(), b2->get()}) ASSERT_TRUE(m.batch_prefill(*B, 0, p.data(), 5, nullptr).is_ok());
+    const int32_t slots[3] = {0, 1, 2};
+    const int64_t lens[3] = {1, 7, 3};
+    const uint8_t want[3] = {0, 1, 0};
+    std::vector<float> got(size_t(3 * V), NAN), all(size_t(3 * V));
+    int32_t ids[3] = {-1, -1, -1};
+    ASSERT_TRUE(m.batch_step(**b1, slots, lens, p.data() + 5, 3, got.data(), ids, want).is_ok());
+    ASSERT_TRUE(m.batch_step(**b2, slots, lens, p.data() + 5, 3, all.data()).is_ok());
+    for (int64_t i = 0; i < 3; ++i) {
+        EXPECT_EQ(ids[i], argmax(&all[size_t(i * V)], V)) << i;
+        for (int64_t v = 0; v < V; ++v) {
+            const float g = got[size_t(i * V + v)];
+            if (want[i]) ASSERT_EQ(g, all[size_t(i * V + v)]) << i << " " << v;
+            else ASSERT_TRUE(std::isnan(g)) << "row " << i << " written without being asked for";
+        }
+    }
+    EXPECT_EQ((*b1)->pos[0], 6);
+    EXPECT_EQ((*b1)->pos[1], 7);
+    EXPECT_EQ((*b1)->pos[2], 3);
+}
+
 // Bad mixed steps are refused with a clear error before anything runs: the pool is as it was.
 inline void check_mixed_errors(const CausalLM& m) {
     const int64_t V = m.info().vocab_size, ctx = m.info().max_context;

@@ -9,6 +9,7 @@
 #include "models/state_io.h"
 #include "ops/linear/linear.h"
 #include "ops/norm/norm.h"
+#include "ops/sampling/sampling.h"
 
 namespace ember {
 
@@ -104,6 +105,7 @@ void Decoder::set_def(DecoderDef d) {
         }
     }
     def_ = std::move(d);
+    mixed_ = env_is("EMBER_MIXED_STEP", "1");
 }
 
 std::unique_ptr<ModelState> Decoder::new_state() const {
@@ -122,8 +124,8 @@ std::unique_ptr<ModelState> Decoder::new_state() const {
     return st;
 }
 
-// A/B switches of the CPU batched step: EMBER_CPU_BATCH=rows runs the generic forms (forward() per row, a prefill
-// call per prompt chunk); EMBER_MIXED_STEP=0 keeps one pass per decode step but runs prompt chunks apart.
+// A/B switch of the CPU batched step: EMBER_CPU_BATCH=rows runs the generic forms (forward() per row, a prefill
+// call per prompt chunk).
 namespace {
 bool per_row_batch() {
     static const bool rows = env_is("EMBER_CPU_BATCH", "rows");
@@ -163,16 +165,21 @@ Status Decoder::batch_decode(BatchState& b, const int32_t* slots, const int32_t*
 }
 
 Status Decoder::batch_step(BatchState& b, const int32_t* slots, const int64_t* lens, const int32_t* tokens,
-                           int64_t seqs, float* logits) const {
-    if (per_row_batch()) return CausalLM::batch_step(b, slots, lens, tokens, seqs, logits);
+                           int64_t seqs, float* logits, int32_t* ids, const uint8_t* want) const {
+    if (per_row_batch()) return CausalLM::batch_step(b, slots, lens, tokens, seqs, logits, ids, want);
     EMBER_TRY(batch_check_mixed(b, slots, lens, tokens, seqs, def_.vocab, def_.context));
-    return run_segments(b, slots, lens, tokens, seqs, logits);
+    if (!ids && !want) return run_segments(b, slots, lens, tokens, seqs, logits);
+    const int64_t V = def_.vocab;
+    std::vector<float> all(size_t(seqs * V));
+    EMBER_TRY(run_segments(b, slots, lens, tokens, seqs, all.data()));
+    for (int64_t i = 0; i < seqs; ++i) {
+        if (ids) ids[i] = argmax(&all[size_t(i * V)], V);
+        if (logits && (!want || want[i])) std::copy_n(&all[size_t(i * V)], V, logits + i * V);
+    }
+    return Status::ok();
 }
 
-bool Decoder::batch_mixed() const {
-    static const bool off = env_off("EMBER_MIXED_STEP");
-    return !per_row_batch() && !off;
-}
+bool Decoder::batch_mixed() const { return mixed_ && !per_row_batch(); }
 
 Status Decoder::forward(ModelState& state, const int32_t* tokens, int64_t n, float* logits, bool all_logits) const {
     auto* st = dynamic_cast<DecoderState*>(&state);

@@ -100,8 +100,12 @@ public:
                         float* logits) const override;
     // The mixed step the same way: every sequence's rows (a prompt chunk, or one decode token) in one pass.
     Status batch_step(BatchState& b, const int32_t* slots, const int64_t* lens, const int32_t* tokens, int64_t seqs,
-                      float* logits) const override;
+                      float* logits, int32_t* ids = nullptr, const uint8_t* want = nullptr) const override;
+    // Mixed rounds on the CPU are off by default: on a 2-core machine (SmolLM2 Q4_1, `ember bench --engine 4
+    // --batch-prompt 200 -n 32`) one pass per round was 7 % faster with one thread but 12 % slower with two
+    // (bench/results/2026-12-07-mixed-steps.md). EMBER_MIXED_STEP=1 at load, or this switch, turns them on.
     bool batch_mixed() const override;
+    void set_mixed_steps(bool on) { mixed_ = on; }
 
 protected:
     // The rows of lens[i] tokens of each sequence i through one decoder_forward (arguments already checked);
@@ -111,6 +115,7 @@ protected:
     // Checks the description (every layer's mixer weights and the shape it needs are there) and keeps it.
     void set_def(DecoderDef d);
     DecoderDef def_;
+    bool mixed_ = false;
 };
 
 }  // namespace ember

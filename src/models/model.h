@@ -114,15 +114,21 @@ public:
     // A mixed step (prompt chunks beside decode rows): sequence i < seqs feeds lens[i] ≥ 1 tokens to slot slots[i]
     // (distinct slots) at positions pos[slot] .. pos[slot] + lens[i] − 1; `tokens` holds them sequence after
     // sequence (Σ lens ids). logits (when not null): [seqs, vocab], row i = the logits after sequence i's last
-    // token. A sequence's result does not depend on the others (as batch_decode's rows). Generic form: the
-    // one-token sequences through one batch_decode, each other one through batch_prefill; the CPU decoder
-    // (models/decoder.cpp) runs every row through one forward pass, each weight read once for all of them.
+    // token; with `want` ([seqs]) only the rows i with want[i] ≠ 0 are written (the others are left as they are,
+    // and on CUDA do not cross to the host). ids (optional, [seqs]): each sequence's argmax (CUDA: on the device),
+    // so a step's greedy decode rows select without their logits crossing. A sequence's result does not
+    // depend on the others (as batch_decode's rows). Generic form: the one-token sequences through one
+    // batch_decode, each other one through batch_prefill; the CPU decoder (models/decoder.cpp) and CUDA
+    // (backend/cuda/cuda_mixed.cpp) run every row through one forward pass, each weight read once for all of them.
     // The arguments are checked before anything runs (batch_check_mixed); after a model error the slots' states
     // are undefined (reset them).
     virtual Status batch_step(BatchState& b, const int32_t* slots, const int64_t* lens, const int32_t* tokens,
-                              int64_t seqs, float* logits) const;
+                              int64_t seqs, float* logits, int32_t* ids = nullptr,
+                              const uint8_t* want = nullptr) const;
     // Whether batch_step is one pass over the weights, so that the engine runs a round's prompt chunks and decode
-    // rows as one call (false: the generic form, which gains nothing over separate calls).
+    // rows as one call (false: the generic form, which gains nothing over separate calls). A model with a batch
+    // sampler gets mixed rounds only when every decode row selects greedily without penalties or constraint
+    // (batch_step's ids equal batch_decode_sample's then).
     virtual bool batch_mixed() const { return false; }
     // The same step with greedy selection: ids[r] = argmax of row r's logits (CUDA: on the device, one graph
     // launch and one host wait per step; only the ids cross).

@@ -99,7 +99,7 @@ struct Round {
     void finish_rows(const std::vector<EngineSeq*>& rows, const Status& st, const int32_t* ids, const float* logits,
                      const std::vector<char>& no_token);
     void decode_step(const std::vector<EngineSeq*>& rows);
-    void mixed_step(const std::vector<Chunk>& chunks, const std::vector<EngineSeq*>& rows);
+    void mixed_step(const std::vector<Chunk>& chunks, const std::vector<EngineSeq*>& rows, bool device_ids);
     void select(EngineSeq& s, const float* logits);
     void emit(EngineSeq& s, const float* logits, int32_t id);
 };
@@ -356,29 +356,36 @@ void Round::finish_rows(const std::vector<EngineSeq*>& rows, const Status& st, c
     }
 }
 
-// Prompt chunks and decode rows in one model call (CausalLM::batch_mixed; every row selects on the host).
-void Round::mixed_step(const std::vector<Chunk>& chunks, const std::vector<EngineSeq*>& rows_in) {
+// Prompt chunks and decode rows in one model call (CausalLM::batch_mixed). device_ids: the decode rows are
+// greedy device rows (no penalties, no constraint) and take the model's argmax; else every row selects on the host.
+// The chunks' logits cross to the host only for the prompts' last chunks.
+void Round::mixed_step(const std::vector<Chunk>& chunks, const std::vector<EngineSeq*>& rows_in, bool device_ids) {
     const std::vector<EngineSeq*> rows = decode_rows(rows_in);
     const int64_t V = m.model.info().vocab_size, C = int64_t(chunks.size()), S = C + int64_t(rows.size());
     if (S == 0) return;
-    std::vector<int32_t> slots, tokens;
+    std::vector<int32_t> slots, tokens, ids(size_t(S), -1);
     std::vector<int64_t> lens;
+    std::vector<uint8_t> want;
     for (const Chunk& c : chunks) {
         slots.push_back(c.s->slot);
         lens.push_back(c.n);
+        want.push_back(c.want ? 1 : 0);
         tokens.insert(tokens.end(), c.s->tokens.begin() + c.at, c.s->tokens.begin() + c.at + c.n);
     }
     for (EngineSeq* s : rows) {
         slots.push_back(s->slot);
         lens.push_back(1);
+        want.push_back(device_ids ? 0 : 1);
         tokens.push_back(s->tokens.back());  // the pending token
     }
     m.logits.resize(size_t(S * V));
-    const Status st = timed(
-        [&] { return m.model.batch_step(*m.batch, slots.data(), lens.data(), tokens.data(), S, m.logits.data()); });
+    const Status st = timed([&] {
+        return m.model.batch_step(*m.batch, slots.data(), lens.data(), tokens.data(), S, m.logits.data(),
+                                  device_ids ? ids.data() : nullptr, want.data());
+    });
     planned = 0;
     for (int64_t i = 0; i < C; ++i) finish_chunk(chunks[size_t(i)], st, m.logits.data() + i * V);
-    finish_rows(rows, st, nullptr, m.logits.data() + C * V, {});
+    finish_rows(rows, st, ids.data() + C, m.logits.data() + C * V, {});
 }
 
 // A host selection (masked by the constraint).
@@ -433,9 +440,16 @@ void Engine::step(const Sink& on_event) {
     const Sink ignore = [](const StepEvent&) {};
     Round round{m, on_event ? on_event : ignore};
     round.make_room();
-    // Mixed: the prompt chunks and the decode rows in one call (a model that runs them as one pass and selects on
-    // the host: the CPU decoders); else each chunk in a call of its own, then the decode rows.
-    const bool mixed = m.model.batch_mixed() && !m.model.has_batch_sampler();
+    // Mixed: the prompt chunks and the decode rows in one call (a model that runs them as one pass: the CPU
+    // decoders, rows selected on the host; CUDA when every decode row is a greedy device row without penalties or
+    // constraint, which takes the device argmax of the mixed pass); else each chunk in a call of its own, then the
+    // decode rows.
+    const bool sampler = m.model.has_batch_sampler();
+    bool mixed = m.model.batch_mixed();
+    for (const auto& s : m.seqs)
+        if (sampler && s->phase == Phase::DECODE)
+            mixed = mixed && s->device && sampling_is_greedy(s->p.sampling) &&
+                    !sampling_has_penalties(s->p.sampling) && !s->p.constraint;
     std::vector<EngineSeq*> decoding;
     std::vector<Round::Chunk> chunks;
     EngineSeq* first_waiting = nullptr;
@@ -451,7 +465,7 @@ void Engine::step(const Sink& on_event) {
             decoding.push_back(s.get());
         }
     }
-    if (mixed) round.mixed_step(chunks, decoding);
+    if (!chunks.empty()) round.mixed_step(chunks, decoding, sampler);  // (only a mixed round has them)
     else if (!decoding.empty()) round.decode_step(decoding);
     if (decoding.empty() && first_waiting && !ran) round.unstick(*first_waiting);
     // Ended sequences give their slot back, unless kept (a failed one never is: its state may be partial).

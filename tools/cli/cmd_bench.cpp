@@ -15,6 +15,7 @@
 
 #include "args.h"
 #include "bench_batch.h"
+#include "bench_engine.h"
 #include "bench_prefix.h"
 #include "bench_stat.h"
 #include "commands.h"
@@ -48,6 +49,9 @@ void usage() {
         "                restored from the checkpoint of every whole 256-token block of L), each rep a new prefix;\n"
         "                prints cold and warm ms (mean ± sd), warm/cold and the tokens restored (L ≥ 256)\n"
         "  --prefix-cache-mib N  the prefix cache's memory for --prefix-ttft (host; device memory on CUDA; default 4096)\n"
+        "  --engine B[,B...]  instead of pp/tg: the library Engine under a stream of requests, B slots: 4·B greedy\n"
+        "                sequences of --batch-prompt tokens + -n generated, admitted as slots free (prompt chunks beside\n"
+        "                decode rows); total and generated tok/s, mean time to first token, model calls\n"
         "%s"
         "  --kernels     instead: the decode-GEMV table (gemv_bench, built with -DEMBER_CUDA=ON next to this binary) and,\n"
         "                when python3 has torch, the peers on the same shapes (bench/peers/torch_int4.py: torch int4\n"
@@ -140,6 +144,7 @@ int cmd_bench(int argc, char** argv) {
     const bool profile = a.flag({"--profile"});
     const bool sample = a.flag({"--sample"});
     const std::string ttft_list = a.str({"--prefix-ttft"});
+    const std::string engine_list = a.str({"--engine"});
     const long cache_mib = a.integer({"--prefix-cache-mib"}, 4096);
     const LoadOptions load = load_options(a);
     if (!a.error().empty()) return fail("bench", a.error());
@@ -156,6 +161,13 @@ int cmd_bench(int argc, char** argv) {
         return fail("bench", "--prefix-ttft: '" + bad + "' is not a prefix length of 256..16777216 tokens (the cache "
                              "checkpoints every 256; a list such as 1000,4000)");
     if (a.has({"--prefix-ttft"}) && ttfts.empty()) return fail("bench", "--prefix-ttft: empty list");
+    std::vector<long> engines;
+    if (!parse_counts(engine_list, 1, 4096, &engines, &bad))
+        return fail("bench", "--engine: '" + bad + "' is not a slot count 1..4096 (a list such as 8,32)");
+    if (a.has({"--engine"}) && engines.empty()) return fail("bench", "--engine: empty list");
+    if (!engines.empty() && (a.has({"--batch"}) || a.has({"--prefix-ttft"})))
+        return fail("bench", "--engine, --batch and --prefix-ttft are separate benchmarks: give one of them");
+    if (!engines.empty() && tg < 1) return fail("bench", "--engine needs -n ≥ 1 generated tokens");
     if (!ttfts.empty() && a.has({"--batch"}))
         return fail("bench", "--prefix-ttft and --batch are separate benchmarks: give one of them");
     if (cache_mib < 1 || cache_mib > (1L << 22)) return fail("bench", "--prefix-cache-mib must be in [1, 4194304]");
@@ -169,7 +181,7 @@ int cmd_bench(int argc, char** argv) {
     if (!ttfts.empty()) {
         const long need = *std::max_element(ttfts.begin(), ttfts.end()) + long(kPrefixTail) + 1;
         if (ctx < need) ctx = need;
-    } else if (!batches.empty()) {
+    } else if (!batches.empty() || !engines.empty()) {
         if (ctx < batch_prompt + tg + 1) ctx = batch_prompt + tg + 1;
     } else if (ctx < pp_max + tg + 1) {
         ctx = pp_max + tg + 1;
@@ -178,18 +190,21 @@ int cmd_bench(int argc, char** argv) {
     double bw = 0;
     std::string bw_what;
 #ifdef EMBER_HAVE_CUDA
-    if (dev == "cuda" && ttfts.empty()) {
+    if (dev == "cuda" && ttfts.empty() && engines.empty()) {
         auto b = cuda::copy_bandwidth_gbs();
         if (!b) return fail("bench", b.message());
         bw = b.value();
         bw_what = "copy bandwidth (D2D) " + std::to_string(int(bw)) + " GB/s on " + cuda::device_name();
     }
 #endif
-    if (dev == "cpu" && ttfts.empty()) {
+    if (dev == "cpu" && ttfts.empty() && engines.empty()) {
         bw = cpu_read_bandwidth_gbs();
         bw_what = "read bandwidth " + std::to_string(int(bw)) + " GB/s, " + std::to_string(num_threads()) + " threads";
     }
-    if (!ttfts.empty()) {  // no floor: time to first token, not bandwidth
+    if (!engines.empty()) {
+        std::printf("ember bench — device %s, the library Engine under load, 256-token prefill chunks, greedy\n\n%s",
+                    dev.c_str(), engine_table_header());
+    } else if (!ttfts.empty()) {  // no floor: time to first token, not bandwidth
         std::printf("ember bench — device %s, prefix cache %ld MiB, a checkpoint every 256 tokens\n\n%s", dev.c_str(),
                     cache_mib, prefix_table_header());
     } else {
@@ -209,6 +224,10 @@ int cmd_bench(int argc, char** argv) {
         const int64_t V = info.vocab_size;
         if (!ttfts.empty()) {
             if (bench_prefix(lm, label, dev, ttfts, reps, int64_t(cache_mib) << 20) != 0) return 1;
+            continue;
+        }
+        if (!engines.empty()) {
+            if (bench_engine(lm, label, dev, engines, batch_prompt, tg, reps) != 0) return 1;
             continue;
         }
         if (!batches.empty()) {

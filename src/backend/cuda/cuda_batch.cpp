@@ -264,8 +264,8 @@ void CudaCausalLM::batch_body(BatchState& b, int64_t rows, bool greedy) const {
     CUDA_CHECK(cudaMemcpyAsync(cb.host_out + N, lg, size_t(rows) * sizeof(float), cudaMemcpyDeviceToHost, s.stream));
 }
 
-Status CudaCausalLM::batch_step(BatchState& b, const int32_t* slots, const int32_t* tokens, int64_t rows,
-                                bool greedy) const {
+Status CudaCausalLM::batch_rows_step(BatchState& b, const int32_t* slots, const int32_t* tokens, int64_t rows,
+                                     bool greedy) const {
     EMBER_TRY(batch_stage(b, slots, tokens, rows));
     launch_rows(static_cast<CudaBatch&>(b).s, kRowsKey | int(rows) << 1 | int(greedy),
                 [&] { batch_body(b, rows, greedy); });
@@ -289,7 +289,7 @@ Expected<std::string> CudaCausalLM::batch_profile(BatchState& b, const int32_t* 
 
 Status CudaCausalLM::batch_decode(BatchState& b, const int32_t* slots, const int32_t* tokens, int64_t rows,
                                   float* logits) const {
-    EMBER_TRY(batch_step(b, slots, tokens, rows, false));
+    EMBER_TRY(batch_rows_step(b, slots, tokens, rows, false));
     CudaState& s = static_cast<CudaBatch&>(b).s;
     CUDA_CHECK(cudaMemcpyAsync(logits, s.logits, size_t(rows * info_.vocab_size) * sizeof(float),
                                cudaMemcpyDeviceToHost, s.stream));
@@ -300,7 +300,7 @@ Status CudaCausalLM::batch_decode(BatchState& b, const int32_t* slots, const int
 
 Status CudaCausalLM::batch_decode_greedy(BatchState& b, const int32_t* slots, const int32_t* tokens, int64_t rows,
                                          int32_t* ids) const {
-    EMBER_TRY(batch_step(b, slots, tokens, rows, true));
+    EMBER_TRY(batch_rows_step(b, slots, tokens, rows, true));
     CudaBatch& cb = static_cast<CudaBatch&>(b);
     CudaState& s = cb.s;
     CUDA_CHECK(cudaStreamSynchronize(s.stream));  // the one host wait per step

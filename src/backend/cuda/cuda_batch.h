@@ -69,6 +69,7 @@ struct CudaBatch : BatchState {
     int32_t* host_out = nullptr;  // pinned: ids [slots], then their logits (float) [slots]
     std::vector<SlotSampling> smp;  // [slots]
     BatchSampler sampler;
+    DeviceBuffer mixed_pos;  // [slots] int32: the prompt chunks' positions of a mixed pass (cuda_mixed.cpp)
     ~CudaBatch() override {
         if (host_in) cudaFreeHost(host_in);
         if (host_out) cudaFreeHost(host_out);

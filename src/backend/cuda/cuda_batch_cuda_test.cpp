@@ -64,6 +64,35 @@ TEST(BatchCuda, RowsEqualSequencesDecodedAlone) {
     }
 }
 
+// Mixed steps (cuda_mixed.cpp: prompt chunks beside decode rows in one pass): every sequence's logits after its
+// prompt and after each decode token within kTol of the sequence run alone, greedy tokens equal; the same schedule
+// through the generic form (a prefill call per chunk, one batched decode) agrees within kTol; ids and wanted rows;
+// bad mixed steps refused. Also over a paged bf16 KV pool.
+TEST(BatchCuda, MixedStepsEqualSequencesRunAlone) {
+    SKIP_WITHOUT_GPU();
+    for (const char* f : kModels) {
+        SCOPED_TRACE(f);
+        auto m = load_gpu(f);
+        ASSERT_TRUE(m->batch_mixed());
+        std::vector<float> one_pass, generic;
+        const double w1 = batchtest::check_mixed_equals_alone(*m, 9, 11, 6, kTol, 80, false, &one_pass);
+        const double w2 = batchtest::check_mixed_equals_alone(*m, 9, 11, 6, kTol, 80, true, &generic);
+        ASSERT_EQ(one_pass.size(), generic.size());
+        double worst = 0, scale = 1;
+        for (size_t i = 0; i < one_pass.size(); ++i) {
+            worst = std::max(worst, double(std::fabs(one_pass[i] - generic[i])));
+            scale = std::max(scale, double(std::fabs(generic[i])));
+        }
+        EXPECT_LE(worst / scale, kTol);
+        std::printf("[ mixed    ] %s: worst rel. error vs alone %.3g (generic form %.3g), one pass vs generic %.3g\n",
+                    f, w1, w2, worst / scale);
+        batchtest::check_mixed_ids_want(*m);
+        batchtest::check_mixed_errors(*m);
+        auto paged = load_gpu(f, 1024, /*kv_bf16=*/true, /*kv_pages=*/64);
+        EXPECT_LE(batchtest::check_mixed_equals_alone(*paged, 6, 7, 5, kTol, 90), kTol);
+    }
+}
+
 TEST(BatchCuda, SixtyFourSequencesEqualAlone) {
     SKIP_WITHOUT_GPU();
     for (const char* f : {kModels[0], kModels[2]}) {

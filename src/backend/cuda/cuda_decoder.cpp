@@ -298,7 +298,29 @@ const float* CudaDecoder::delta_net_block(CudaState& s, size_t l, const DevLayer
     }
     GdnDecodeArgs ga{qkv, z, a, b, L.conv, L.A_log, L.dt_bias, L.gnorm, s.conv[l], s.S[l], s.t3,
                      g.heads, static_cast<int>(g.conv_kernel), g.eps};
-    if (s.rows_mode) {
+    if (s.mixed) {  // per prompt chunk, then the decode rows: rows r0.. of every input and of t3
+        const int64_t cd = g.conv_dim(), vd = g.heads.nv * g.heads.dv, nv = g.heads.nv;
+        auto at = [&](int64_t r0) {
+            GdnDecodeArgs x = ga;
+            x.qkv = qkv + r0 * cd, x.z = z + r0 * vd, x.a = a + r0 * nv, x.b = b + r0 * nv, x.y = s.t3 + r0 * vd;
+            return x;
+        };
+        for_mixed_segments(
+            s,
+            [&](int64_t r0, int64_t m) {
+                GdnDecodeArgs x = at(r0);
+                x.conv_state = s.conv[l], x.S = s.S[l];
+                if (gated_delta_net_prefill_preferred(g.heads, x.K, m))
+                    gated_delta_net_prefill(x, m, s.lin_ws, s.lin_ws_bytes, s.stream);
+                else
+                    gdn_step(s, x, m);
+            },
+            [&](int64_t r0, int64_t rows) {
+                GdnDecodeArgs x = at(r0);
+                x.conv_state = s.conv0[l], x.S = s.S0[l];
+                gated_delta_net_step_rows(x, s.rows_dev, s.conv_slot, s.S_slot, rows, s.stream);
+            });
+    } else if (s.rows_mode) {
         ga.conv_state = s.conv0[l];
         ga.S = s.S0[l];
         gated_delta_net_step_rows(ga, s.rows_dev, s.conv_slot, s.S_slot, n, s.stream);

@@ -46,6 +46,22 @@ void CudaCausalLM::attention(CudaState& s, const GatedAttentionDims& d, const fl
         EMBER_CHECK(!s.pages, "persistent decode: a paged cache");
         if (s.rec->attention(d, q, k, v, q_norm, k_norm, s.K[l], s.V[l], s.pos_dev, s.t3) || s.rec->dry()) return;
     }
+    if (s.mixed) {  // per prompt chunk, then the decode rows: rows r0.. of q (gated: [q | gate] per head), k, v, t3
+        const int64_t qs = d.n_heads * d.head_dim * (d.gated ? 2 : 1), ks = d.n_kv * d.head_dim,
+                      os = d.n_heads * d.head_dim;
+        for_mixed_segments(
+            s,
+            [&](int64_t r0, int64_t m) {
+                gated_attention_core(d, q + r0 * qs, k + r0 * ks, v + r0 * ks, q_norm, k_norm, s.K[l], s.V[l],
+                                     s.pos_dev, m, s.t3 + r0 * os, s.att_ws, s.att_ws_bytes, s.stream, s.pages);
+            },
+            [&](int64_t r0, int64_t rows) {
+                gated_attention_decode_rows(d, q + r0 * qs, k + r0 * ks, v + r0 * ks, q_norm, k_norm, s.K0[l],
+                                            s.V0[l], s.slots, s.rows_dev, rows, s.t3 + r0 * os, s.att_ws,
+                                            s.att_ws_bytes, s.stream, s.paged ? s.page_table : nullptr, s.max_pages);
+            });
+        return;
+    }
     if (s.rows_mode)
         gated_attention_decode_rows(d, q, k, v, q_norm, k_norm, s.K0[l], s.V0[l], s.slots, s.rows_dev, n, s.t3,
                                     s.att_ws, s.att_ws_bytes, s.stream, s.paged ? s.page_table : nullptr, s.max_pages);
@@ -78,6 +94,23 @@ void CudaCausalLM::fused_gemv(CudaState& s, const Weight& w, const float* x, flo
     GemvTuning t;
     t.kernel = f.norm_w || f.swiglu ? 1 : 0;
     linear_fused(w, x, n, y, f, s.stream, nullptr, 0, &t);
+}
+
+void CudaCausalLM::for_mixed_segments(CudaState& s, const std::function<void(int64_t, int64_t)>& chunk,
+                                      const std::function<void(int64_t, int64_t)>& rows) const {
+    int32_t* pos = s.pos_dev;
+    for (size_t i = 0; i < s.mixed_segs.size(); ++i) {
+        const CudaState::MixedSeg& g = s.mixed_segs[i];
+        s.select_slot(g.slot);
+        s.pos_dev = s.seg_pos_dev + i;
+        chunk(g.r0, g.m);
+    }
+    s.pos_dev = pos;
+    if (s.mixed_rows > 0) {
+        s.rows_mode = true;
+        rows(s.mixed_r0, s.mixed_rows);
+        s.rows_mode = false;
+    }
 }
 
 void CudaCausalLM::embed(CudaState& s, const Weight& table, int64_t n) const {
@@ -152,6 +185,15 @@ void CudaCausalLM::lm_head(CudaState& s, const float* pending, const float* fina
         return;
     }
     const int64_t H = info_.hidden_size;
+    if (s.mixed) {  // the rows asked for, gathered into s.y
+        add_rmsnorm(s.x, pending, final_norm, s.xn, n, H, eps, s.stream);
+        const int64_t R = int64_t(s.head_rows.size());
+        for (int64_t i = 0; i < R; ++i)
+            CUDA_CHECK(cudaMemcpyAsync(s.y + i * H, s.xn + s.head_rows[size_t(i)] * H, size_t(H) * sizeof(float),
+                                       cudaMemcpyDeviceToDevice, s.stream));
+        lin(s, batch_head(R), s.y, R, s.logits);
+        return;
+    }
     const int64_t rows = s.rows_mode ? n : all_rows ? std::min<int64_t>(n, 8) : 1;
     const int64_t first = s.rows_mode || all_rows ? 0 : n - 1;
     add_rmsnorm(s.x, pending, final_norm, s.xn, n, H, eps, s.stream);

@@ -96,6 +96,18 @@ struct CudaState : ModelState {
     const int32_t* pages = nullptr;
     int32_t* rows_dev = nullptr;
     bool rows_mode = false;
+    // Mixed pass (cuda_mixed.cpp, CausalLM::batch_step): run() over n rows of several sequences — mixed_segs are
+    // prompt chunks (slot, first row, rows; position at seg_pos_dev[i]), rows [mixed_r0, mixed_r0 + mixed_rows)
+    // one token each of the slots in rows_dev; the mixers run per chunk and over the decode rows, everything else over all n rows;
+    // logits of the rows in head_rows land in s.logits rows 0...
+    struct MixedSeg {
+        int64_t slot, r0, m;
+    };
+    bool mixed = false;
+    std::vector<MixedSeg> mixed_segs;
+    int64_t mixed_r0 = 0, mixed_rows = 0;
+    int32_t* seg_pos_dev = nullptr;
+    std::vector<int64_t> head_rows;
     int64_t max_rows = 8;       // logits rows s.logits holds (≥ 8)
     int32_t* row_ids = nullptr;  // [max_rows] greedy ids of a batched step, then [max_rows] their logits (float)
     // Persistent decode (persistent_plan.h): the program recorded from this state's fused decode step (built on
@@ -161,6 +173,11 @@ public:
                                int32_t* ids, float* logits = nullptr,
                                const TokenMaskFn* const* masks = nullptr) const override;
     Status batch_reset(BatchState& b, int64_t slot) const override;
+    // cuda_mixed.cpp: prompt chunks beside decode rows in one eager pass (the decode rows' mixers through the
+    // rows kernels, everything else through the GEMM over all rows); logits and argmax ids per sequence.
+    Status batch_step(BatchState& b, const int32_t* slots, const int64_t* lens, const int32_t* tokens, int64_t seqs,
+                      float* logits, int32_t* ids = nullptr, const uint8_t* want = nullptr) const override;
+    bool batch_mixed() const override;
     int64_t batch_kv_free(BatchState& b) const override;
     int64_t batch_kv_need(const BatchState& b, int64_t slot, int64_t len) const override;
     StepStats last_batch_stats(const BatchState& b) const override;
@@ -245,6 +262,11 @@ protected:
     // The remaining ops of run() that the persistent decode recorder must see (persistent_plan.h): the token
     // embedding gather (n rows of s.ids into s.x), the GDN step of one sequence (T = n), a projection's bias.
     void embed(CudaState& s, const Weight& table, int64_t n) const;
+    // The mixed pass's mixer cores (s.mixed): f(slot, first row, rows, position on the device) per prompt chunk,
+    // each with s's slot selected (select_slot), then rows(first row, rows) for the decode rows (rows_dev),
+    // in s.rows_mode. s.pos_dev is restored after.
+    void for_mixed_segments(CudaState& s, const std::function<void(int64_t r0, int64_t m)>& chunk,
+                            const std::function<void(int64_t r0, int64_t rows)>& rows) const;
     void gdn_step(CudaState& s, const GdnDecodeArgs& a, int64_t n) const;
     void bias(CudaState& s, float* y, const float* b, int64_t n, int64_t rows) const;
     // Final add + RMSNorm of the residual stream and the head → s.logits (unfused: s.xn holds the normed rows).
@@ -299,8 +321,8 @@ private:
     // cuda_batch.cpp: checks, allocation, rows and ids to the device; then the step's body (capturable).
     Status batch_stage(BatchState& b, const int32_t* slots, const int32_t* tokens, int64_t rows) const;
     void batch_body(BatchState& b, int64_t rows, bool greedy) const;
-    Status batch_step(BatchState& b, const int32_t* slots, const int32_t* tokens, int64_t rows,
-                      bool greedy) const;
+    Status batch_rows_step(BatchState& b, const int32_t* slots, const int32_t* tokens, int64_t rows,
+                           bool greedy) const;
 };
 
 // The graph of s under `key`, captured from body() on first use (kernel-node count in s.graph_kernels[key]).

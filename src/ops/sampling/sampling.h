@@ -49,6 +49,13 @@ struct TokenProb {
 };
 
 // x [n]: index of the maximum; ties → lowest index. NaN entries are never chosen (unless all are NaN → 0).
+// Greedy (no randomness) and penalties on: the host's view of a request (the device samplers' fast paths, the
+// engine's mixed rounds).
+inline bool sampling_is_greedy(const SamplingParams& p) { return p.temperature <= 0.f || p.top_k == 1; }
+inline bool sampling_has_penalties(const SamplingParams& p) {
+    return p.penalty_last_n != 0 &&
+           (p.repetition_penalty != 1.f || p.presence_penalty != 0.f || p.frequency_penalty != 0.f);
+}
 int32_t argmax(const float* x, int64_t n);
 
 // Stage 1 in place. logits [vocab]; history = prompt + generated ids (each in [0, vocab)); only its last

@@ -46,11 +46,7 @@ inline DeviceSamplingParams to_device_params(const SamplingParams& p) {
 
 // The host's view of a request, shared by decode_sample and the batched sampler: greedy (no randomness), penalties
 // on (counts needed), the same parameters as before (nothing to re-upload or re-seed), and a window's counts.
-inline bool sampling_is_greedy(const SamplingParams& p) { return p.temperature <= 0.f || p.top_k == 1; }
-inline bool sampling_has_penalties(const SamplingParams& p) {
-    return p.penalty_last_n != 0 &&
-           (p.repetition_penalty != 1.f || p.presence_penalty != 0.f || p.frequency_penalty != 0.f);
-}
+// (sampling_is_greedy, sampling_has_penalties: ops/sampling/sampling.h)
 inline bool same_sampling_params(const SamplingParams& a, const SamplingParams& b) {
     return a.temperature == b.temperature && a.top_k == b.top_k && a.top_p == b.top_p && a.min_p == b.min_p &&
            a.repetition_penalty == b.repetition_penalty && a.presence_penalty == b.presence_penalty &&
