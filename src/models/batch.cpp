@@ -131,6 +131,17 @@ Status CausalLM::batch_step(BatchState& b, const int32_t* slots, const int64_t* 
     }
     if (one_rows.empty()) return Status::ok();
     const int64_t R = int64_t(one_rows.size());
+    bool rows_logits = logits != nullptr;  // any one-token row whose logits are asked for
+    if (rows_logits && want) {
+        rows_logits = false;
+        for (int64_t i : one_rows) rows_logits = rows_logits || want[i];
+    }
+    if (ids && !rows_logits) {  // ids only: the greedy step (CUDA: argmax on the device, no logits cross)
+        std::vector<int32_t> got(static_cast<size_t>(R));
+        EMBER_TRY(batch_decode_greedy(b, one_slots.data(), one_tokens.data(), R, got.data()));
+        for (int64_t r = 0; r < R; ++r) ids[one_rows[size_t(r)]] = got[size_t(r)];
+        return Status::ok();
+    }
     std::vector<float> out(size_t(R * V));
     EMBER_TRY(batch_decode(b, one_slots.data(), one_tokens.data(), R, out.data()));
     for (int64_t r = 0; r < R; ++r) {

@@ -6,14 +6,15 @@
 // Each op treats a row alone, so a sequence's result does not depend on the others; a decode row's numbers are those
 // of a batched step of more than 8 rows (the GEMM), not of the captured few-row GEMVs (the same fp32-faithful class).
 // Chunks that do not fit beside the rows in one pass of --max-batch rows, and steps with nothing to mix, take the
-// generic form (batch_prefill / batch_decode). EMBER_MIXED_STEP=0: always the generic form (A/B).
+// generic form (batch_prefill / batch_decode), as do passes whose decode rows would add a token tile to the chunks'
+// GEMMs. Whether the engine uses it: batch_mixed() (off unless EMBER_MIXED_STEP=1 or set_mixed_steps: not measured
+// faster yet, bench/results/2026-12-07-mixed-steps.md).
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
 #include "backend/cuda/cuda_batch.h"
 #include "backend/cuda/cuda_check.h"
-#include "core/env.h"
 #include "ops/sampling/sampling_cuda.h"
 
 namespace ember::cuda {
@@ -24,13 +25,10 @@ namespace {
 // aligned whatever their row widths); the rows in between are padding (token 0, their results unused).
 constexpr int64_t kRowAlign = 4;
 int64_t align_rows(int64_t r) { return (r + kRowAlign - 1) / kRowAlign * kRowAlign; }
+// The token tile of the prefill GEMM's wgmma configs (linear_gemm_q.cu: 64 tokens per block tile).
+constexpr int64_t kTokenTile = 64;
 
 }  // namespace
-
-bool CudaCausalLM::batch_mixed() const {
-    static const bool off = env_off("EMBER_MIXED_STEP");
-    return !off;
-}
 
 Status CudaCausalLM::batch_step(BatchState& b, const int32_t* slots, const int64_t* lens, const int32_t* tokens,
                                 int64_t seqs, float* logits, int32_t* ids, const uint8_t* want) const {
@@ -53,7 +51,11 @@ Status CudaCausalLM::batch_step(BatchState& b, const int32_t* slots, const int64
             rest.push_back(i);
         }
     }
-    if (!batch_mixed() || chunks.empty() || chunks.size() + (rows.empty() ? 0 : 1) < 2)
+    // Apart when there is nothing to mix, or when the decode rows would cost the chunks' GEMMs another token tile
+    // (H100, 2B, 512-token prompts in 256-token chunks beside 8-32 decode rows: one pass 1-3 % slower than apart).
+    const int64_t chunk_rows = used - align_rows(int64_t(rows.size()));
+    const bool another_tile = (used + kTokenTile - 1) / kTokenTile > (chunk_rows + kTokenTile - 1) / kTokenTile;
+    if (chunks.empty() || chunks.size() + (rows.empty() ? 0 : 1) < 2 || another_tile)
         return CausalLM::batch_step(b, slots, lens, tokens, seqs, logits, ids, want);
 
     CudaState& s = cb->s;

@@ -16,6 +16,7 @@
 #include "backend/cuda/device.h"
 #include "backend/cuda/persistent_plan.h"
 #include "backend/cuda/weight_upload.h"
+#include "core/env.h"
 #include "models/model.h"
 #include "ops/attention/attention_cuda.h"
 #include "ops/linear/linear_gemm_q.h"
@@ -177,7 +178,10 @@ public:
     // rows kernels, everything else through the GEMM over all rows); logits and argmax ids per sequence.
     Status batch_step(BatchState& b, const int32_t* slots, const int64_t* lens, const int32_t* tokens, int64_t seqs,
                       float* logits, int32_t* ids = nullptr, const uint8_t* want = nullptr) const override;
-    bool batch_mixed() const override;
+    // Whether the engine runs its rounds as mixed calls: off by default (H100, 12-07: 1-3 % slower than rounds apart
+    // in `ember bench --engine`, bench/results/2026-12-07-mixed-steps.md); EMBER_MIXED_STEP=1 at load, or this switch.
+    bool batch_mixed() const override { return mixed_rounds_; }
+    void set_mixed_steps(bool on) { mixed_rounds_ = on; }
     int64_t batch_kv_free(BatchState& b) const override;
     int64_t batch_kv_need(const BatchState& b, int64_t slot, int64_t len) const override;
     StepStats last_batch_stats(const BatchState& b) const override;
@@ -285,6 +289,7 @@ protected:
     void prefer_fusable_uploads(const std::vector<const Weight*>& decode_weights);
     bool fuse_decode_ = false;
     int64_t fuse_rows_ = 1;
+    bool mixed_rounds_ = env_is("EMBER_MIXED_STEP", "1");
     // Called by the derived init() last: info from the CPU model, the widest activation row, KV capacity.
     void finish_init(int64_t widest, int64_t capacity);
 

@@ -40,11 +40,15 @@ Engine engine(const CausalLM& m, int slots, int64_t chunk) {
     return std::move(e.value());
 }
 
+// Also with mixed rounds (set_mixed_steps: the greedy rounds as one batch_step pass, the sampled ones apart).
 TEST(EngineCuda, TogetherEqualsAloneWithDeviceSampling) {
     SKIP_WITHOUT_GPU();
-    for (const char* f : kModels) {
+    for (const char* f : kModels)
+    for (bool one_call : {false, true}) {
         SCOPED_TRACE(f);
+        SCOPED_TRACE(one_call ? "mixed rounds" : "rounds apart");
         auto m = gpu_model(f);
+        static_cast<CudaCausalLM&>(*m).set_mixed_steps(one_call);
         const int64_t V = m->info().vocab_size;
         for (float temp : {0.f, 0.9f}) {
             SCOPED_TRACE(temp);
