@@ -2,9 +2,10 @@
 // prompt (the last chunk selects its first token on the host), then one batched decode step of all the others
 // (selection per row on the device when the model has a batch sampler and the row needs no host logits — a
 // constrained row's token mask is filled while the GPU runs the forward and applied there —, else on the host
-// with the row's own Sampler and constraint); prefix-cache lookups and checkpoints; the ends. A model whose mixed
-// step is one pass (CausalLM::batch_mixed: the CPU decoders) runs the round's prompt chunks and decode rows in
-// one call (batch_step), every row selecting on the host; the rest of the round is the same.
+// with the row's own Sampler and constraint); prefix-cache lookups and checkpoints; the ends. When the model asks
+// for mixed rounds (CausalLM::batch_mixed: off by default; the CPU decoders and CUDA with EMBER_MIXED_STEP=1), a
+// round's prompt chunks and decode rows run as one call (batch_step) — on the CPU every row selecting on the host,
+// on CUDA only when every decode row is a greedy device row (its argmax from the pass); the rest is the same.
 //
 // KV pool scheduling (a model whose slots share their KV memory: CausalLM::batch_kv_free ≥ 0). Decode rows come
 // first: while the pool cannot give every decoding sequence the blocks of its next token, the sequence admitted
