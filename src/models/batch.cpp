@@ -34,22 +34,11 @@ Expected<ModelState*> generic_batch_state(const CausalLM& m, BatchState& b, int6
 
 Status batch_check_step(const BatchState& b, const int32_t* slots, const int32_t* tokens, int64_t rows,
                         int64_t vocab, int64_t context) {
+    // One token per row: the mixed step's checks (rows beyond the pool are refused before the lengths are read).
     EMBER_REQUIRE(rows > 0 && rows <= b.slots(), "batch: %lld rows in a step of a pool of %lld", (long long)rows,
                   (long long)b.slots());
-    std::vector<char> seen(size_t(b.slots()), 0);
-    for (int64_t r = 0; r < rows; ++r) {
-        const int64_t s = slots[r];
-        EMBER_REQUIRE(s >= 0 && s < b.slots(), "batch: row %lld names slot %lld outside the pool of %lld",
-                      (long long)r, (long long)s, (long long)b.slots());
-        EMBER_REQUIRE(!seen[size_t(s)], "batch: slot %lld appears twice in one step", (long long)s);
-        seen[size_t(s)] = 1;
-        EMBER_REQUIRE(tokens[r] >= 0 && tokens[r] < vocab, "batch: token id %d of row %lld is out of range [0, %lld)",
-                      tokens[r], (long long)r, (long long)vocab);
-        EMBER_REQUIRE(b.pos[size_t(s)] + 1 <= context,
-                      "context full: slot %lld holds %lld tokens, the context is %lld", (long long)s,
-                      (long long)b.pos[size_t(s)], (long long)context);
-    }
-    return Status::ok();
+    const std::vector<int64_t> ones(static_cast<size_t>(rows), 1);
+    return batch_check_mixed(b, slots, ones.data(), tokens, rows, vocab, context);
 }
 
 Status batch_check_mixed(const BatchState& b, const int32_t* slots, const int64_t* lens, const int32_t* tokens,
