@@ -125,10 +125,10 @@ public:
     virtual Status batch_step(BatchState& b, const int32_t* slots, const int64_t* lens, const int32_t* tokens,
                               int64_t seqs, float* logits, int32_t* ids = nullptr,
                               const uint8_t* want = nullptr) const;
-    // Whether batch_step is one pass over the weights, so that the engine runs a round's prompt chunks and decode
-    // rows as one call (false: the generic form, which gains nothing over separate calls). A model with a batch
-    // sampler gets mixed rounds only when every decode row selects greedily without penalties or constraint
-    // (batch_step's ids equal batch_decode_sample's then).
+    // Whether the engine runs a round's prompt chunks and decode rows as one batch_step call (false: the generic
+    // form gains nothing over separate calls; the one-pass models answer their switch, off by default — not
+    // measured faster yet). A model with a batch sampler gets mixed rounds only when every decode row selects
+    // greedily without penalties or constraint (batch_step's ids equal batch_decode_sample's then).
     virtual bool batch_mixed() const { return false; }
     // The same step with greedy selection: ids[r] = argmax of row r's logits (CUDA: on the device, one graph
     // launch and one host wait per step; only the ids cross).
