@@ -34,6 +34,8 @@
 #            EMBER_NORM_POST=0 (a norm pass before staging) vs EMBER_FUSE_ROWS=8, 2 rounds
 #   fuse5t   the batched-engine tests (BatchCuda, BatchSampleCuda, EngineCuda) with EMBER_FUSE_ROWS=5 (the default since 12-07): fused steps of
 #            3-5 rows against the sequences decoded alone (before making 5 the default: 1-3 % faster, 12-07 H100)
+#   mixed    2B synthetic engine (--engine 8,32, 500-token prompts, 128 generated): mixed prefill/decode rounds
+#            (EMBER_MIXED_STEP=1) vs rounds apart (0, the default), 2 rounds
 #   fuse8    2B synthetic at 4 and 8 streams: the rule (fused norms / SwiGLU up to 5 rows) vs EMBER_FUSE_ROWS=8, 2 rounds
 #   p27      prefill of the synthetic 27B (issue 18's pp512 target), ember bench -p 512 -n 0 -r 2
 #   gemv     gemv_bench --quick (the 2B shapes at 1-8 rows: q and mma kernels, µs and % of copy bandwidth)
@@ -111,6 +113,8 @@ has pd && ab_stage pd 200 2 "$S2B -n 128 -r 2 -c 512" "graph|$E|EMBER_DECODE=gra
 has pairs && ab_stage pairs 240 2 "$S2B --batch 1,8 -n 64 -r 2 -c 512" "pairs|$E|" "nopairs|$E|EMBER_SWIGLU_PAIRS=0"
 has normpost && ab_stage normpost 300 2 "$S2B --batch 1,2,8 -n 64 -r 2 -c 512" "post|$E|" \
   "nopost|$E|EMBER_NORM_POST=0" "fuse8|$E|EMBER_FUSE_ROWS=8"
+has mixed && ab_stage mixed 420 2 "$S2B --engine 8,32 --batch-prompt 500 -n 128 -r 1 -c 1024" \
+  "mixed|$E|EMBER_MIXED_STEP=1" "apart|$E|EMBER_MIXED_STEP=0"
 has fuse8 && ab_stage fuse8 240 2 "$S2B --batch 4,8 -n 64 -r 2 -c 512" "rule|$E|" "fuse8|$E|EMBER_FUSE_ROWS=8"
 has gemm8 && ab_stage gemm8 240 2 "$S2B --batch 4,8 -n 64 -r 2 -c 512" "rule|$E|" "gemm5|$E|EMBER_GEMM_FROM_ROWS=5"
 has q6k && q6k_model && ab_stage q6k 240 2 "$G2B --batch ${Q6K_BATCH:-2,8} -n 64 -r 2 -c 512" "x4|$E|EMBER_STREAM_ROWS=1" \
@@ -176,7 +180,7 @@ cat "$OUT/status.log"
 for f in "$OUT"/bug9b-*.log; do
   [ -f "$f" ] && { echo "== $(basename "$f")"; grep -E 'worst|among|y\[|n=.*gemm|FAILED  \]' "$f" | head -12; }
 done
-for f in ab ab2 pd pairs normpost fuse8 gemm8 q6k q6k16; do [ -f "$OUT/$f.txt" ] && cat "$OUT/$f.txt"; done
+for f in ab ab2 pd pairs normpost mixed fuse8 gemm8 q6k q6k16; do [ -f "$OUT/$f.txt" ] && cat "$OUT/$f.txt"; done
 for b in 8 64; do
   [ -f "$OUT/profile-$b.md" ] && { echo "== profile $b"; grep -E '^\|' "$OUT/profile-$b.md" | head -24; }
   [ -f "$OUT/profile-fuse8-$b.md" ] && { echo "== profile fuse8 $b"; grep -E '^\|' "$OUT/profile-fuse8-$b.md" | head -24; }
