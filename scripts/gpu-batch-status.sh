@@ -38,6 +38,11 @@
 #            (EMBER_MIXED_STEP=1) vs rounds apart (0, the default), 2 rounds
 #   fuse8    2B synthetic at 4 and 8 streams: the rule (fused norms / SwiGLU up to 5 rows) vs EMBER_FUSE_ROWS=8, 2 rounds
 #   p27      prefill of the synthetic 27B (issue 18's pp512 target), ember bench -p 512 -n 0 -r 2
+#   baseab   2B synthetic at $BASEAB_BATCH (1,8) streams: ember_base (scripts/gpu-pack.sh EMBER_BASE) vs this ember, and this one
+#            with EMBER_FUSE_ROWS=8, 2 rounds
+#            (and ember_var, VARIANT_DIR)
+#   gemvab   gemv_bench --quick from gemv_bench_base (GEMV_BASE), this binary and gemv_bench_var, alternating, 2 rounds
+#   sass     cuobjdump -sass of the q kernel (4-bit g64 bf16, G = 1 and 4) from gemv_bench, into OUT/sass-*.txt
 #   gemv     gemv_bench --quick (the 2B shapes at 1-8 rows: q and mma kernels, µs and % of copy bandwidth)
 #   ncu      Nsight Compute on the q-kernel GEMV inside a 2B decode step at 8 rows and at 1 row
 # STATUS_STAGES picks them (default "peerbg tests ab profile peer"; "report" only prints the table of what OUT
@@ -115,6 +120,9 @@ has normpost && ab_stage normpost 300 2 "$S2B --batch 1,2,8 -n 64 -r 2 -c 512" "
   "nopost|$E|EMBER_NORM_POST=0" "fuse8|$E|EMBER_FUSE_ROWS=8"
 has mixed && ab_stage mixed 420 2 "$S2B --engine 8,32 --batch-prompt 500 -n 128 -r 1 -c 1024" \
   "mixed|$E|EMBER_MIXED_STEP=1" "apart|$E|EMBER_MIXED_STEP=0"
+has baseab && [ -x build-gpu/ember_base ] && ab_stage baseab 420 2 "$S2B --batch ${BASEAB_BATCH:-1,8} -n 64 -r 2 -c 512" \
+  "base|build-gpu/ember_base|" "new|$E|" "newfuse8|$E|EMBER_FUSE_ROWS=8" \
+  $([ -x build-gpu/ember_var ] && echo "var|build-gpu/ember_var|")
 has fuse8 && ab_stage fuse8 240 2 "$S2B --batch 4,8 -n 64 -r 2 -c 512" "rule|$E|" "fuse8|$E|EMBER_FUSE_ROWS=8"
 has gemm8 && ab_stage gemm8 240 2 "$S2B --batch 4,8 -n 64 -r 2 -c 512" "rule|$E|" "gemm5|$E|EMBER_GEMM_FROM_ROWS=5"
 has q6k && q6k_model && ab_stage q6k 240 2 "$G2B --batch ${Q6K_BATCH:-2,8} -n 64 -r 2 -c 512" "x4|$E|EMBER_STREAM_ROWS=1" \
@@ -157,6 +165,24 @@ if has status; then
   note "status rc=$?"
 fi
 
+if has gemvab && [ -x build-gpu/gemv_bench_base ]; then  # the same quick table from the baseline and this binary, twice
+  for r in 1 2; do
+    for b in gemv_bench_base gemv_bench $([ -x build-gpu/gemv_bench_var ] && echo gemv_bench_var); do
+      timeout 150 build-gpu/$b --quick --no-ggml --no-prefill --no-tiled > "$OUT/gemvab-$b-$r.md" 2>&1
+      note "gemvab $b round $r rc=$?"
+    done
+  done
+fi
+
+if has sass; then  # the SASS of the q kernel's 8- and 1-row instances (4-bit g64 bf16): where its spills are
+  OBJ=$(command -v cuobjdump || ls /usr/local/cuda/bin/cuobjdump 2>/dev/null | head -1)
+  for gg in 1 4; do
+    "$OBJ" -sass build-gpu/gemv_bench 2>/dev/null | awk -v pat="gemv_q_kernelILi4ELi64ELi${gg}E13__nv_bfloat16" \
+      '/Function : /{f = index($0, pat) > 0} f' > "$OUT/sass-q4g64-G$gg.txt"
+    note "sass G=$gg: $(wc -l < "$OUT/sass-q4g64-G$gg.txt") lines, $(grep -c 'LDL' "$OUT/sass-q4g64-G$gg.txt") LDL, $(grep -c 'STL' "$OUT/sass-q4g64-G$gg.txt") STL"
+  done
+fi
+
 if has gemv; then
   timeout 200 build-gpu/gemv_bench --quick --no-ggml --no-prefill --no-tiled > "$OUT/gemv.md" 2>&1
   note "gemv_bench rc=$?"
@@ -180,7 +206,7 @@ cat "$OUT/status.log"
 for f in "$OUT"/bug9b-*.log; do
   [ -f "$f" ] && { echo "== $(basename "$f")"; grep -E 'worst|among|y\[|n=.*gemm|FAILED  \]' "$f" | head -12; }
 done
-for f in ab ab2 pd pairs normpost mixed fuse8 gemm8 q6k q6k16; do [ -f "$OUT/$f.txt" ] && cat "$OUT/$f.txt"; done
+for f in ab ab2 pd pairs normpost mixed baseab fuse8 gemm8 q6k q6k16; do [ -f "$OUT/$f.txt" ] && cat "$OUT/$f.txt"; done
 for b in 8 64; do
   [ -f "$OUT/profile-$b.md" ] && { echo "== profile $b"; grep -E '^\|' "$OUT/profile-$b.md" | head -24; }
   [ -f "$OUT/profile-fuse8-$b.md" ] && { echo "== profile fuse8 $b"; grep -E '^\|' "$OUT/profile-fuse8-$b.md" | head -24; }
@@ -189,6 +215,7 @@ done
 [ -f "$OUT/peer/peer-summary.md" ] && cat "$OUT/peer/peer-summary.md"
 [ -f "$OUT/peer-ember-head2.md" ] && grep -E '^\|' "$OUT/peer-ember-head2.md"
 [ -f "$OUT/status.md" ] && grep -E '^\|' "$OUT/status.md"
+for f in "$OUT"/gemvab-*.md; do [ -f "$f" ] && { echo "== $(basename "$f")"; grep -E '^\|' "$f" | head -40; }; done
 [ -f "$OUT/gemv.md" ] && grep -E '^\|' "$OUT/gemv.md" | head -60
 for b in 8 1; do
   [ -f "$OUT/ncu-$b.txt" ] && { echo "== ncu $b"; grep -E "gemv_q_kernel|Duration|DRAM Throughput|Issue Slots Busy|No Eligible|Active Warps Per|Registers Per|Executed Ipc A|Stall" "$OUT/ncu-$b.txt" | head -40; }

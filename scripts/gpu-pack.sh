@@ -5,13 +5,21 @@
 # EMBER_BASE: see below.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bins=(bin/ember test_cuda gemv_bench gemm_bench)
+# PACK_BINS overrides the list (the carry limit: 64 MiB with the tracked files, ≈ 38 MiB of them fixtures).
+read -r -a bins <<< "${PACK_BINS:-bin/ember test_cuda gemv_bench gemm_bench}"
 [ -x build-cuda/bin/grammar_decode_bench ] && bins+=(bin/grammar_decode_bench)
 rm -rf .devbin && mkdir -p .devbin/stage
 for b in "${bins[@]}"; do mkdir -p ".devbin/stage/$(dirname "$b")"; strip -o ".devbin/stage/$b" "build-cuda/$b"; done
 # EMBER_BASE=PATH: a baseline ember (built from an older commit in a worktree) packed as ember_base, for
 # scripts/gpu-ab.sh in the same call.
 [ -n "${EMBER_BASE:-}" ] && strip -o .devbin/stage/ember_base "$EMBER_BASE"
+# GEMV_BASE=PATH: a baseline gemv_bench likewise (gemv_bench_base). VARIANT_DIR=DIR: DIR's ember and gemv_bench (a
+# build of the working tree with one constant changed) as ember_var / gemv_bench_var.
+[ -n "${GEMV_BASE:-}" ] && strip -o .devbin/stage/gemv_bench_base "$GEMV_BASE"
+if [ -n "${VARIANT_DIR:-}" ]; then
+  strip -o .devbin/stage/ember_var "$VARIANT_DIR/ember"
+  [ "${VARIANT_GEMV:-1}" = 1 ] && strip -o .devbin/stage/gemv_bench_var "$VARIANT_DIR/gemv_bench"
+fi
 # The shared libraries of ember the GPU image lacks (the server's cpp-httplib and what it links: OpenSSL, Brotli).
 # They go into the archive's lib/ (build-gpu/lib there), compressed with the binaries: the carry limit is 64 MiB.
 mkdir -p .devbin/stage/lib
