@@ -105,7 +105,6 @@ void Decoder::set_def(DecoderDef d) {
         }
     }
     def_ = std::move(d);
-    mixed_ = env_is("EMBER_MIXED_STEP", "1");
 }
 
 std::unique_ptr<ModelState> Decoder::new_state() const {
@@ -179,7 +178,7 @@ Status Decoder::batch_step(BatchState& b, const int32_t* slots, const int64_t* l
     return Status::ok();
 }
 
-bool Decoder::batch_mixed() const { return mixed_ && !per_row_batch(); }
+bool Decoder::batch_mixed() const { return mixed_steps_ && !per_row_batch(); }
 
 Status Decoder::forward(ModelState& state, const int32_t* tokens, int64_t n, float* logits, bool all_logits) const {
     auto* st = dynamic_cast<DecoderState*>(&state);

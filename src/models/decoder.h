@@ -102,10 +102,10 @@ public:
     Status batch_step(BatchState& b, const int32_t* slots, const int64_t* lens, const int32_t* tokens, int64_t seqs,
                       float* logits, int32_t* ids = nullptr, const uint8_t* want = nullptr) const override;
     // Mixed rounds on the CPU are off by default: on a 2-core machine (SmolLM2 Q4_1, `ember bench --engine 4
-    // --batch-prompt 200 -n 32`) one pass per round was 7 % faster with one thread but 12 % slower with two
-    // (bench/results/2026-12-07-mixed-steps.md). EMBER_MIXED_STEP=1 at load, or this switch, turns them on.
+    // --batch-prompt 200 -n 32`) one pass per round was no faster (12-08: within the ±5 % noise) and the first
+    // tokens came later (bench/results/2026-12-07-mixed-steps.md, 2026-12-08-gemv-x-staging.md).
+    // EMBER_MIXED_STEP=1 at load, or CausalLM::set_mixed_steps, turns them on.
     bool batch_mixed() const override;
-    void set_mixed_steps(bool on) { mixed_ = on; }
 
 protected:
     // The rows of lens[i] tokens of each sequence i through one decoder_forward (arguments already checked);
@@ -115,7 +115,6 @@ protected:
     // Checks the description (every layer's mixer weights and the shape it needs are there) and keeps it.
     void set_def(DecoderDef d);
     DecoderDef def_;
-    bool mixed_ = false;
 };
 
 }  // namespace ember

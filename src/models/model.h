@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "core/env.h"
 #include "core/status.h"
 #include "ops/sampling/sampling.h"
 
@@ -130,6 +131,8 @@ public:
     // measured faster yet). A model with a batch sampler gets mixed rounds only when every decode row selects
     // greedily without penalties or constraint (batch_step's ids equal batch_decode_sample's then).
     virtual bool batch_mixed() const { return false; }
+    // The switch the one-pass models' batch_mixed() answers (EMBER_MIXED_STEP=1 at construction, or this).
+    void set_mixed_steps(bool on) { mixed_steps_ = on; }
     // The same step with greedy selection: ids[r] = argmax of row r's logits (CUDA: on the device, one graph
     // launch and one host wait per step; only the ids cross).
     virtual Status batch_decode_greedy(BatchState& b, const int32_t* slots, const int32_t* tokens, int64_t rows,
@@ -209,6 +212,9 @@ public:
     // The device sampler's random stream (seed it started from, counter now); false: none or not started.
     virtual bool device_rng(const ModelState& state, uint64_t* seed, uint64_t* counter) const { return false; }
     virtual Status set_device_rng(ModelState& state, uint64_t seed, uint64_t counter) const { return Status::ok(); }
+
+protected:
+    bool mixed_steps_ = env_is("EMBER_MIXED_STEP", "1");  // see set_mixed_steps
 };
 
 // The checks every batched step runs (models/batch.cpp): 1 ≤ rows ≤ slots, each row's slot in range and named

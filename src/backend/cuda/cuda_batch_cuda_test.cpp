@@ -73,6 +73,8 @@ TEST(BatchCuda, MixedStepsEqualSequencesRunAlone) {
     for (const char* f : kModels) {
         SCOPED_TRACE(f);
         auto m = load_gpu(f);
+        m->set_mixed_steps(true);  // the engine's switch (batch_step below is one pass either way)
+        ASSERT_TRUE(m->batch_mixed());
         std::vector<float> one_pass, generic;
         const double w1 = batchtest::check_mixed_equals_alone(*m, 9, 11, 6, kTol, 80, false, &one_pass);
         const double w2 = batchtest::check_mixed_equals_alone(*m, 9, 11, 6, kTol, 80, true, &generic);

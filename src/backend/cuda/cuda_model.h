@@ -16,7 +16,6 @@
 #include "backend/cuda/device.h"
 #include "backend/cuda/persistent_plan.h"
 #include "backend/cuda/weight_upload.h"
-#include "core/env.h"
 #include "models/model.h"
 #include "ops/attention/attention_cuda.h"
 #include "ops/linear/linear_gemm_q.h"
@@ -180,8 +179,7 @@ public:
                       float* logits, int32_t* ids = nullptr, const uint8_t* want = nullptr) const override;
     // Whether the engine runs its rounds as mixed calls: off by default (H100, 12-07: 1-3 % slower than rounds apart
     // in `ember bench --engine`, bench/results/2026-12-07-mixed-steps.md); EMBER_MIXED_STEP=1 at load, or this switch.
-    bool batch_mixed() const override { return mixed_rounds_; }
-    void set_mixed_steps(bool on) { mixed_rounds_ = on; }
+    bool batch_mixed() const override { return mixed_steps_; }
     int64_t batch_kv_free(BatchState& b) const override;
     int64_t batch_kv_need(const BatchState& b, int64_t slot, int64_t len) const override;
     StepStats last_batch_stats(const BatchState& b) const override;
@@ -289,7 +287,6 @@ protected:
     void prefer_fusable_uploads(const std::vector<const Weight*>& decode_weights);
     bool fuse_decode_ = false;
     int64_t fuse_rows_ = 1;
-    bool mixed_rounds_ = env_is("EMBER_MIXED_STEP", "1");
     // Called by the derived init() last: info from the CPU model, the widest activation row, KV capacity.
     void finish_init(int64_t widest, int64_t capacity);
 

@@ -48,7 +48,7 @@ TEST(EngineCuda, TogetherEqualsAloneWithDeviceSampling) {
         SCOPED_TRACE(f);
         SCOPED_TRACE(one_call ? "mixed rounds" : "rounds apart");
         auto m = gpu_model(f);
-        static_cast<CudaCausalLM&>(*m).set_mixed_steps(one_call);
+        m->set_mixed_steps(one_call);
         const int64_t V = m->info().vocab_size;
         for (float temp : {0.f, 0.9f}) {
             SCOPED_TRACE(temp);
